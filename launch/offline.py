@@ -41,11 +41,13 @@ rpc.deserialize_resource = _urn_off_main_thread
 @dataclass(frozen=True)
 class DeclaredResource:
     urn: str
+    resource_id: str
     type: str
     name: str
     parent_urn: str
     custom: bool
     inputs: dict[str, Any]
+    dependencies: tuple[str, ...]
 
 
 @dataclass
@@ -129,11 +131,13 @@ class _RecordingMonitor(mocks.MockMonitor):
             self.declared.append(
                 DeclaredResource(
                     urn=response.urn,
+                    resource_id=response.id,
                     type=request.type,
                     name=request.name,
                     parent_urn=request.parent,
                     custom=request.custom,
                     inputs=rpc.deserialize_properties(request.object),
+                    dependencies=tuple(request.dependencies),
                 )
             )
         return response

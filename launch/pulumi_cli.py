@@ -37,8 +37,6 @@ def stack_outputs(stack: str, show_secrets: bool = False) -> dict[str, Any]:
     command = [pulumi_executable(), "stack", "output", "--json", "--stack", stack]
     if show_secrets:
         command.append("--show-secrets")
-    completed = subprocess.run(
-        command, cwd=PROJECT_DIR, check=True, capture_output=True, text=True
-    )
+    completed = subprocess.run(command, cwd=PROJECT_DIR, check=True, capture_output=True, text=True)
     outputs: dict[str, Any] = json.loads(completed.stdout)
     return outputs

@@ -1,0 +1,86 @@
+"""Hourly cost of a declared stack, from the resources the program declares and a dated table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from launch.offline import DeclaredResource
+
+PRICE_TABLE = Path(__file__).with_name("prices.json")
+
+
+@dataclass(frozen=True)
+class CostLine:
+    item: str
+    count: int
+    unit_price: float | None  # None: not in the price table
+
+    @property
+    def hourly(self) -> float:
+        return self.count * (self.unit_price or 0.0)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    lines: list[CostLine]
+    table_date: str
+    table_region: str
+
+    @property
+    def hourly_total(self) -> float:
+        return sum(line.hourly for line in self.lines)
+
+    @property
+    def unpriced(self) -> list[str]:
+        return [line.item for line in self.lines if line.unit_price is None]
+
+
+def load_price_table(path: Path = PRICE_TABLE) -> dict[str, Any]:
+    table: dict[str, Any] = json.loads(path.read_text())
+    return table
+
+
+def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any]) -> CostEstimate:
+    """Control planes, NAT gateways, public IPv4 and nodes at their desired (running) sizes."""
+    fixed = table["hourly"]
+    lines: list[CostLine] = []
+    counted = {
+        "eks:index:Cluster": ("EKS control plane", fixed["eks_control_plane"]),
+        "aws:ec2/natGateway:NatGateway": ("NAT gateway", fixed["nat_gateway"]),
+        "aws:ec2/eip:Eip": ("public IPv4 address", fixed["public_ipv4_address"]),
+    }
+    for resource_type, (item, price) in counted.items():
+        count = sum(1 for resource in resources if resource.type == resource_type)
+        if count:
+            lines.append(CostLine(item, count, price))
+    for resource in resources:
+        if resource.type == "eks:index:ManagedNodeGroup":
+            lines.append(_node_group_line(resource, table["instances"]))
+        elif resource.type == "aws:ec2/instance:Instance":
+            lines.append(_instance_line(resource, table["instances"]))
+    return CostEstimate(lines, table["date"], table["region"])
+
+
+def _node_group_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLine:
+    inputs = resource.inputs
+    market = "spot" if inputs.get("capacityType") == "SPOT" else "on_demand"
+    types = list(inputs.get("instanceTypes") or [])
+    count = int(inputs["scalingConfig"]["desiredSize"])
+    known = [prices[name][market] for name in types if name in prices]
+    # Diversified spot capacity lands on any of the types: price it at their mean.
+    unit = mean(known) if known and len(known) == len(types) else None
+    label = "spot" if market == "spot" else "on-demand"
+    return CostLine(f"{label} {'|'.join(types)} ({resource.name})", count, unit)
+
+
+def _instance_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLine:
+    inputs = resource.inputs
+    market = "spot" if inputs.get("instanceMarketOptions") else "on_demand"
+    instance_type = inputs.get("instanceType", "?")
+    unit = prices.get(instance_type, {}).get(market)
+    label = "spot" if market == "spot" else "on-demand"
+    return CostLine(f"{label} {instance_type} ({resource.name})", 1, unit)

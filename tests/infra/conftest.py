@@ -1,0 +1,17 @@
+"""The dev stack's real program, run once under Pulumi mocks for all infrastructure tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from launch.offline import OfflineRun, read_stack_config, run_offline
+
+
+@pytest.fixture(scope="session")
+def dev_config() -> dict[str, str]:
+    return read_stack_config("dev")
+
+
+@pytest.fixture(scope="session")
+def dev_run(dev_config: dict[str, str]) -> OfflineRun:
+    return run_offline(dev_config, "dev")

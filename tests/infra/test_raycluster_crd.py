@@ -1,0 +1,66 @@
+"""The declared RayCluster is valid against the real CRDs of KubeRay 1.0.0 and 1.7.0."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from launch.offline import OfflineRun
+
+CRD_DIR = Path(__file__).with_name("kuberay-crds")
+
+
+@cache
+def _spec_schema(chart_version: str) -> dict[str, Any]:
+    text = (CRD_DIR / f"ray.io_rayclusters-v{chart_version}.yaml").read_text()
+    crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (v1,) = [entry for entry in crd["spec"]["versions"] if entry["name"] == "v1"]
+    schema: dict[str, Any] = v1["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return schema
+
+
+def _integral_floats_to_ints(value: Any) -> Any:
+    """Mock inputs arrive with integers as floats; the CRD wants integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral_floats_to_ints(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats_to_ints(item) for item in value]
+    return value
+
+
+def _declared_spec(run: OfflineRun) -> dict[str, Any]:
+    spec: dict[str, Any] = _integral_floats_to_ints(
+        run.one("kubernetes:ray.io/v1:RayCluster").inputs["spec"]
+    )
+    return spec
+
+
+@pytest.mark.parametrize("chart_version", ["1.0.0", "1.7.0"])
+def test_declared_raycluster_is_valid(dev_run: OfflineRun, chart_version: str) -> None:
+    jsonschema.validate(_declared_spec(dev_run), _spec_schema(chart_version))
+
+
+@pytest.mark.parametrize(
+    "break_spec",
+    [
+        lambda spec: spec["workerGroupSpecs"][0].pop("rayStartParams"),
+        lambda spec: spec["workerGroupSpecs"][0].pop("groupName"),
+        lambda spec: spec["headGroupSpec"].pop("rayStartParams"),
+        lambda spec: spec["workerGroupSpecs"][0].update(replicas="four"),
+    ],
+    ids=["worker-without-rayStartParams", "worker-without-groupName", "head-without-rayStartParams",
+         "replicas-not-integer"],
+)
+def test_the_1_0_0_schema_rejects_a_broken_spec(dev_run: OfflineRun, break_spec: Any) -> None:
+    spec = copy.deepcopy(_declared_spec(dev_run))
+    break_spec(spec)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(spec, _spec_schema("1.0.0"))
