@@ -32,12 +32,15 @@ DASHBOARD_PORT = 8265
 
 @dataclass(frozen=True)
 class RayPorts:
-    """The fixed per-node ports of a Ray node (the head adds GCS_PORT and DASHBOARD_PORT).
+    """The fixed ports of a Ray node; gcs, dashboard and client_server are used by the head only.
 
     Fixed ports let a security group open exactly these between the two sites. Nodes that
     share one IP namespace (the local lab) need one RayPorts each, without overlaps.
     """
 
+    gcs: int = GCS_PORT
+    dashboard: int = DASHBOARD_PORT
+    client_server: int = 10001
     object_manager: int = 8076
     node_manager: int = 8077
     dashboard_agent_grpc: int = 8078
@@ -47,15 +50,19 @@ class RayPorts:
     min_worker: int = 10002
     max_worker: int = 10999
 
-    def fixed(self) -> tuple[int, ...]:
-        return (
+    def between_nodes(self) -> list[tuple[int, int]]:
+        """The (first, last) port ranges other nodes connect to: what a security group opens."""
+        single = [
+            self.gcs,
+            self.dashboard,
             self.object_manager,
             self.node_manager,
             self.dashboard_agent_grpc,
             self.runtime_env_agent,
             self.metrics_export,
             self.dashboard_agent_http,
-        )
+        ]
+        return [(port, port) for port in single] + [(self.min_worker, self.max_worker)]
 
 
 def peer_site(site: str) -> str:
@@ -81,7 +88,7 @@ def ray_start_args(
     *,
     node_ip: str,
     num_cpus: int,
-    head_ip: str | None = None,
+    head_address: str | None = None,
     dashboard_host: str = "127.0.0.1",
     ports: RayPorts = RayPorts(),  # noqa: B008 - frozen dataclass, immutable default
     object_store_memory: int | None = None,
@@ -90,10 +97,10 @@ def ray_start_args(
 ) -> list[str]:
     """The `ray start` argument list for one node.
 
-    role "login" starts the head (GCS on GCS_PORT, dashboard on DASHBOARD_PORT bound to
+    role "login" starts the head (GCS on ports.gcs, dashboard on ports.dashboard bound to
     `dashboard_host`; keep 127.0.0.1 so only a tunnel reaches it). Every other role joins
-    the head at `head_ip` and carries one TRANSFER_RESOURCE slot. Every node, the head too,
-    carries the `site` and `role` labels.
+    the head's GCS at `head_address` ("ip:port") and carries one TRANSFER_RESOURCE slot.
+    Every node, the head too, carries the `site` and `role` labels.
     """
     if num_cpus < 0:
         raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")
@@ -102,15 +109,16 @@ def ray_start_args(
     if role == LOGIN:
         args += [
             "--head",
-            f"--port={GCS_PORT}",
+            f"--port={ports.gcs}",
             f"--dashboard-host={dashboard_host}",
-            f"--dashboard-port={DASHBOARD_PORT}",
+            f"--dashboard-port={ports.dashboard}",
+            f"--ray-client-server-port={ports.client_server}",
         ]
     else:
-        if head_ip is None:
-            raise ValueError(f"a {role!r} node joins a head: head_ip is required")
+        if head_address is None:
+            raise ValueError(f"a {role!r} node joins a head: head_address is required")
         args += [
-            f"--address={head_ip}:{GCS_PORT}",
+            f"--address={head_address}",
             f"--resources={json.dumps({TRANSFER_RESOURCE: 1})}",
         ]
     args += [

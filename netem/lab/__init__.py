@@ -1,0 +1,16 @@
+"""The local two-site lab (see netem.lab.lab)."""
+
+from netem.lab.description import LabDescription
+from netem.lab.lab import LabTeardownError, lab_status, start_lab, stop_lab, two_site_lab
+from netem.lab.state import LabNotFound, recorded_lab_ids
+
+__all__ = [
+    "LabDescription",
+    "LabNotFound",
+    "LabTeardownError",
+    "lab_status",
+    "recorded_lab_ids",
+    "start_lab",
+    "stop_lab",
+    "two_site_lab",
+]

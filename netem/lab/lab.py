@@ -1,0 +1,356 @@
+"""The local two-site lab: bring it up, describe it, tear down exactly what it created.
+
+`two_site_lab(profile)` is the context manager; `start_lab` / `stop_lab` are the halves that
+`invoke lab-up` and `invoke lab-down` call in separate processes (through the state file).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from netem.lab import netns
+from netem.lab.addressing import (
+    S3_NAMESPACE_ROLE,
+    S3_PORT,
+    S3_SERVICE_IP,
+    SITE_CIDR,
+    NodeSpec,
+    lab_ports,
+    namespace_name,
+    node_specs,
+)
+from netem.lab.description import LabDescription
+from netem.lab.processes import MARKER_ENV, is_alive, marked_pids, terminate
+from netem.lab.services import moto_argv, probe, ray_node_argv, start_process
+from netem.lab.sites import site_prefix
+from netem.lab.state import LabState, load_state
+from netem.profile import Profile
+from netem.topology import CLOUD, CLOUD_ROLE, HPC, LOGIN, ONPREM, SITES, RayPorts, peer_site
+
+KINDS = ("auto", "netns", "process")
+S3_CREDENTIALS = {"aws_access_key_id": "lab", "aws_secret_access_key": "lab",
+                  "region_name": "us-east-1"}
+Progress = Callable[[str], None]
+PROCESS_FIXED_BASE = 21000
+PROCESS_WORKER_BASE = 24000
+"""Process lab ports below the ephemeral range and above Ray's default worker ports; one
+process lab per machine (a second would collide on them)."""
+
+
+class LabTeardownError(RuntimeError):
+    """Something the lab created is still there; the state file is kept for a retry."""
+
+
+def print_progress(message: str) -> None:
+    print(f"[lab {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def two_site_lab(profile: Profile, *, kind: str = "auto", progress: Progress = print_progress,
+                 **options: Any) -> Iterator[LabDescription]:
+    """A running lab for the `with` block; removed on exit, exception, Ctrl-C or SIGTERM.
+
+    options: login_cpus, hpc_cpus, cloud_cpus, cloud_nodes, object_store_mb (see start_lab).
+    """
+    lab = start_lab(profile, kind=kind, progress=progress, **options)
+    try:
+        with _sigterm_raises_interrupt():
+            yield lab
+    finally:
+        stop_lab(lab.lab_id, progress=progress)
+
+
+def start_lab(
+    profile: Profile,
+    *,
+    kind: str = "auto",
+    login_cpus: int = 1,
+    hpc_cpus: int = 2,
+    cloud_cpus: int = 2,
+    cloud_nodes: int = 1,
+    object_store_mb: int = 512,
+    progress: Progress = print_progress,
+) -> LabDescription:
+    """Bring a lab up and leave it running; on any failure or interrupt, remove it again."""
+    resolved = _resolve_kind(kind)
+    nodes = node_specs(cloud_nodes)
+    cpus = {LOGIN: login_cpus, HPC: hpc_cpus, CLOUD_ROLE: cloud_cpus}
+    for role, count in cpus.items():
+        if count < 0:
+            raise ValueError(f"{role}_cpus must be >= 0, got {count}")
+    if object_store_mb < 80:
+        raise ValueError(f"object_store_mb must be >= 80 (Ray's minimum), got {object_store_mb}")
+    state = LabState(lab_id=secrets.token_hex(3), kind=resolved)
+    try:
+        with _sigterm_raises_interrupt():
+            builder = _build_netns if resolved == "netns" else _build_process
+            description = builder(state, profile, nodes, cpus, object_store_mb << 20, progress)
+        state.description = description.to_dict()
+        state.save()
+        progress(f"lab {state.lab_id} is up ({resolved}): Ray at {description.ray_address}")
+        return description
+    except BaseException:
+        progress(f"lab {state.lab_id} did not come up: removing what it created")
+        stop_lab(state, progress=progress)
+        raise
+
+
+def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progress) -> list[str]:
+    """Remove a lab's processes, namespaces and temp dir; returns what was removed.
+
+    Ctrl-C is ignored while this runs, so a second Ctrl-C cannot leave a half-removed lab.
+    """
+    state = lab if isinstance(lab, LabState) else load_state(lab)
+    removed: list[str] = []
+    with _interrupts_ignored():
+        pids = _lab_pids(state)
+        if pids:
+            progress(f"stopping {len(pids)} lab processes")
+        leftover = terminate(pids)
+        for _ in range(3):  # processes spawned while the first ones stopped
+            late = _lab_pids(state) - leftover
+            if not late:
+                break
+            leftover |= terminate(late)
+        removed += [f"pid {pid}" for pid in sorted(pids - leftover)]
+        for namespace in state.namespaces:
+            netns.delete_namespace(namespace)
+            removed.append(f"namespace {namespace}")
+        if state.temp_dir:
+            shutil.rmtree(state.temp_dir, ignore_errors=True)
+            removed.append(f"directory {state.temp_dir}")
+        remaining = _leftovers(state)
+        if remaining:
+            raise LabTeardownError(f"lab {state.lab_id}: still present after teardown: "
+                                   f"{'; '.join(remaining)} (state kept in {state.path})")
+        state.remove()
+    progress(f"lab {state.lab_id} removed")
+    return removed
+
+
+def lab_status(lab_id: str | None = None) -> dict[str, Any]:
+    """The recorded description of a lab plus what of it is alive now."""
+    state = load_state(lab_id)
+    live_namespaces = netns.existing_namespaces() if state.namespaces else set()
+    return {
+        "lab_id": state.lab_id,
+        "kind": state.kind,
+        "up": state.description is not None,
+        "processes_alive": sorted(pid for pid in _lab_pids(state)),
+        "namespaces_present": [ns for ns in state.namespaces if ns in live_namespaces],
+        "description": state.description,
+        "state_file": str(state.path),
+    }
+
+
+def _resolve_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    supported, reason = netns.netns_supported()
+    if kind == "netns" and not supported:
+        raise RuntimeError(f"a netns lab needs root, ip, tc and mount: {reason}")
+    if kind == "auto":
+        return "netns" if supported else "process"
+    return kind
+
+
+def _new_temp_dir(state: LabState) -> Path:
+    temp_dir = Path(tempfile.mkdtemp(prefix=f"sb-{state.lab_id}-"))
+    state.temp_dir = str(temp_dir)
+    state.save()
+    for sub in ("logs", "storage/onprem", "storage/cloud"):
+        (temp_dir / sub).mkdir(parents=True)
+    token_path = temp_dir / "ray_auth_token"
+    token_path.write_text(secrets.token_hex(32))
+    token_path.chmod(0o600)
+    return temp_dir
+
+
+def _lab_env(state: LabState, temp_dir: Path) -> dict[str, str]:
+    return {
+        MARKER_ENV: state.lab_id,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(temp_dir / "ray_auth_token"),
+    }
+
+
+def _build_netns(state: LabState, profile: Profile, nodes: list[NodeSpec],
+                 cpus: dict[str, int], object_store_bytes: int,
+                 progress: Progress) -> LabDescription:
+    temp_dir = _new_temp_dir(state)
+    env = _lab_env(state, temp_dir)
+    storage = {site: str(temp_dir / "storage" / site) for site in SITES}
+    namespaces = {part: namespace_name(state.lab_id, part)
+                  for part in (ONPREM, CLOUD, S3_NAMESPACE_ROLE)}
+    progress(f"creating namespaces {', '.join(namespaces.values())}")
+    for namespace in namespaces.values():
+        state.namespaces.append(namespace)
+        state.save()
+        netns.create_namespace(namespace)
+    netns.wire(namespaces, nodes)
+    netem = netns.netem_available(namespaces[ONPREM])
+    delay_applied = netns.shape(namespaces, profile, netem, progress)
+    prefixes = {site: site_prefix(namespaces[site], storage[peer_site(site)], env)
+                for site in SITES}
+    s3_prefix = site_prefix(namespaces[S3_NAMESPACE_ROLE], None, env)
+    s3_url = f"http://{S3_SERVICE_IP}:{S3_PORT}"
+    notes = [] if delay_applied else [
+        "delay, jitter and loss NOT applied: this kernel has no sch_netem; rate only (tbf)"
+    ]
+    return _start_services(
+        state, profile, nodes, cpus, object_store_bytes, progress,
+        ports={node.index: lab_ports(node.index) for node in nodes},
+        prefixes=prefixes, s3_prefix=s3_prefix, s3_url=s3_url, s3_bind=("0.0.0.0", S3_PORT),
+        dashboard_host="0.0.0.0", env=env, storage=storage, delay_applied=delay_applied,
+        shaping="tbf on both ends of the site veth (kernel)", notes=notes,
+    )
+
+
+def _build_process(state: LabState, profile: Profile, nodes: list[NodeSpec],
+                   cpus: dict[str, int], object_store_bytes: int,
+                   progress: Progress) -> LabDescription:
+    progress("no network namespaces here: single-namespace lab, cross-site reads must be "
+             "throttled in user space (netem.throttle)")
+    temp_dir = _new_temp_dir(state)
+    env = _lab_env(state, temp_dir)
+    storage = {site: str(temp_dir / "storage" / site) for site in SITES}
+    local_nodes = [replace(node, ip="127.0.0.1") for node in nodes]
+    head = RayPorts(gcs=_free_port(), dashboard=_free_port(), client_server=_free_port())
+    s3_port = _free_port()
+    prefixes = {site: site_prefix(None, None, env) for site in SITES}
+    notes = [
+        "process lab: all sites share one network namespace; nothing is shaped in the kernel",
+        "cross-site reads must go through netem.throttle at target_mbit (user space)",
+        "per-site storage directories are separate by convention only (not enforced)",
+        "delay, jitter and loss NOT applied",
+    ]
+    return _start_services(
+        state, profile, local_nodes, cpus, object_store_bytes, progress,
+        ports={node.index: lab_ports(node.index, head, PROCESS_FIXED_BASE, PROCESS_WORKER_BASE)
+               for node in local_nodes},
+        prefixes=prefixes, s3_prefix=prefixes[ONPREM], s3_url=f"http://127.0.0.1:{s3_port}",
+        s3_bind=("127.0.0.1", s3_port), dashboard_host="127.0.0.1", env=env,
+        storage=storage, delay_applied=False, shaping="user-space token bucket",
+        notes=notes,
+    )
+
+
+def _start_services(
+    state: LabState, profile: Profile, nodes: list[NodeSpec], cpus: dict[str, int],
+    object_store_bytes: int, progress: Progress, *, ports: dict[int, RayPorts],
+    prefixes: dict[str, list[str]], s3_prefix: list[str], s3_url: str,
+    s3_bind: tuple[str, int], dashboard_host: str, env: dict[str, str],
+    storage: dict[str, str], delay_applied: bool, shaping: str, notes: list[str],
+) -> LabDescription:
+    temp_dir = Path(state.temp_dir)
+    watched: dict[str, Any] = {}
+    progress(f"starting the S3 endpoint (moto_server) at {s3_url}")
+    start_process(state, "s3", s3_prefix + moto_argv(*s3_bind), env, watched)
+    head = nodes[0]
+    head_address = f"{head.ip}:{ports[head.index].gcs}"
+    for node in nodes:
+        progress(f"starting Ray {node.role} node {node.index} at {node.site} ({node.ip})")
+        argv = ray_node_argv(node, head_address=head_address, num_cpus=cpus[node.role],
+                             ports=ports[node.index], dashboard_host=dashboard_host,
+                             object_store_bytes=object_store_bytes, temp_dir=temp_dir)
+        start_process(state, f"ray-{node.role}-{node.index}", prefixes[node.site] + argv, env,
+                      watched)
+        if node.role == LOGIN:
+            probe(state, prefixes[ONPREM] + _probe("tcp", head.ip, str(ports[head.index].gcs)),
+                  "the Ray head's GCS", 60, watched)
+    for site in SITES:
+        probe(state, prefixes[site] + _probe("http", s3_url), f"S3 from {site}", 30, watched)
+    progress(f"waiting for {len(nodes)} Ray nodes to join")
+    joined = probe(state, prefixes[ONPREM] + _probe("ray", head_address, str(len(nodes))),
+                   "the Ray cluster", 120, watched)
+    return LabDescription(
+        lab_id=state.lab_id,
+        kind=state.kind,
+        profile=profile.name,
+        profile_source=profile.source,
+        target_mbit=profile.target_mbit(),
+        delay_applied=delay_applied,
+        shaping=shaping,
+        notes=notes,
+        ray_address=head_address,
+        dashboard_url=f"http://{head.ip}:{ports[head.index].dashboard}",
+        env=env,
+        storage=storage,
+        s3_endpoint_url=s3_url,
+        s3_credentials=S3_CREDENTIALS,
+        site_prefixes=prefixes,
+        site_cidrs=dict(SITE_CIDR) if state.kind == "netns" else {},
+        nodes=list(joined["nodes"]),  # type: ignore[call-overload]
+        temp_dir=state.temp_dir,
+        state_file=str(state.path),
+    )
+
+
+def _probe(*args: str) -> list[str]:
+    return [sys.executable, "-m", "netem.lab.probe", *args]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        port: int = probe_socket.getsockname()[1]
+        return port
+
+
+def _lab_pids(state: LabState) -> set[int]:
+    pids = {pid for pid in state.pids if is_alive(pid)} | marked_pids(state.lab_id)
+    for namespace in state.namespaces:
+        pids |= netns.namespace_pids(namespace)
+    return pids
+
+
+def _leftovers(state: LabState) -> list[str]:
+    remaining = [f"pid {pid}" for pid in sorted(_lab_pids(state))]
+    present = netns.existing_namespaces() if state.namespaces else set()
+    remaining += [f"namespace {ns}" for ns in state.namespaces if ns in present]
+    if state.temp_dir and Path(state.temp_dir).exists():
+        remaining.append(f"directory {state.temp_dir}")
+    return remaining
+
+
+@contextmanager
+def _sigterm_raises_interrupt() -> Iterator[None]:
+    """In the main thread, SIGTERM raises KeyboardInterrupt so the lab is removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                     signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,112 @@
+"""The lab's network: three namespaces, the shaped site link and each site's path to S3."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from netem.lab.addressing import (
+    S3_LINK,
+    S3_NAMESPACE_ROLE,
+    S3_SERVICE_IP,
+    SITE_CIDR,
+    SITE_LINK_INTERFACE,
+    NodeSpec,
+)
+from netem.lab.processes import run_checked
+from netem.profile import Profile
+from netem.tc import shaping_commands
+from netem.topology import CLOUD, ONPREM, SITES, peer_site
+
+
+def netns_supported() -> tuple[bool, str]:
+    """Whether this process can build a netns lab, and why not when it cannot."""
+    if os.geteuid() != 0:
+        return False, "not root"
+    missing = [tool for tool in ("ip", "tc", "mount") if shutil.which(tool) is None]
+    if missing:
+        return False, f"missing {', '.join(missing)}"
+    return True, ""
+
+
+def in_ns(namespace: str, argv: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", namespace, *argv]
+
+
+def create_namespace(namespace: str) -> None:
+    run_checked(["ip", "netns", "add", namespace], f"creating namespace {namespace}")
+    run_checked(["ip", "-n", namespace, "link", "set", "lo", "up"], f"{namespace}: lo up")
+
+
+def delete_namespace(namespace: str) -> None:
+    """Delete a namespace if it still exists (its veths and qdiscs go with it)."""
+    if namespace in existing_namespaces():
+        run_checked(["ip", "netns", "delete", namespace], f"deleting namespace {namespace}")
+
+
+def existing_namespaces() -> set[str]:
+    listing = run_checked(["ip", "netns", "list"], "listing namespaces")
+    return {line.split()[0] for line in listing.splitlines() if line.strip()}
+
+
+def namespace_pids(namespace: str) -> set[int]:
+    completed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
+                               text=True, check=False)
+    return {int(pid) for pid in completed.stdout.split()} if completed.returncode == 0 else set()
+
+
+def wire(namespaces: dict[str, str], nodes: list[NodeSpec]) -> None:
+    """Veth pairs, addresses and routes between the lab's namespaces (already created)."""
+    onprem, cloud, s3 = namespaces[ONPREM], namespaces[CLOUD], namespaces[S3_NAMESPACE_ROLE]
+    _veth(onprem, SITE_LINK_INTERFACE[ONPREM], cloud, SITE_LINK_INTERFACE[CLOUD])
+    for node in nodes:
+        _ip(namespaces[node.site], "addr", "add", f"{node.ip}/24",
+            "dev", SITE_LINK_INTERFACE[node.site])
+    for site in SITES:
+        _ip(namespaces[site], "route", "add", SITE_CIDR[peer_site(site)],
+            "dev", SITE_LINK_INTERFACE[site])
+        site_if, site_ip, s3_if, s3_ip = S3_LINK[site]
+        _veth(namespaces[site], site_if, s3, s3_if)
+        _ip(namespaces[site], "addr", "add", f"{site_ip}/30", "dev", site_if)
+        _ip(s3, "addr", "add", f"{s3_ip}/30", "dev", s3_if)
+        _ip(namespaces[site], "route", "add", f"{S3_SERVICE_IP}/32", "via", s3_ip)
+    _ip(s3, "addr", "add", f"{S3_SERVICE_IP}/32", "dev", "lo")
+
+
+def netem_available(namespace: str) -> bool:
+    """Whether the kernel has sch_netem: try it on the namespace's loopback, then remove it."""
+    probe = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "netem", "delay", "0ms"]
+    added = subprocess.run(in_ns(namespace, probe), capture_output=True, check=False)
+    if added.returncode != 0:
+        return False
+    run_checked(in_ns(namespace, ["tc", "qdisc", "del", "dev", "lo", "root"]),
+                f"{namespace}: removing the netem probe")
+    return True
+
+
+def shape(namespaces: dict[str, str], profile: Profile, netem: bool,
+          progress: Callable[[str], None]) -> bool:
+    """Apply the profile on both ends of the site link; returns whether delay was applied."""
+    delay_applied = netem
+    for site in SITES:
+        shaping = shaping_commands(profile, SITE_LINK_INTERFACE[site], site,
+                                   SITE_CIDR[peer_site(site)], netem_available=netem)
+        progress(f"shaping {site}->{peer_site(site)} at {shaping.rate_mbit:g} Mbit/s"
+                 f"{'' if netem else ' (tbf only: this kernel has no netem, no delay)'}")
+        for command in shaping.apply:
+            run_checked(in_ns(namespaces[site], command), f"shaping {site}")
+        delay_applied = delay_applied and shaping.delay_applied
+    return delay_applied
+
+
+def _veth(ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+    run_checked(["ip", "link", "add", if_a, "netns", ns_a, "type", "veth",
+                 "peer", "name", if_b, "netns", ns_b], f"veth {ns_a}:{if_a} <-> {ns_b}:{if_b}")
+    _ip(ns_a, "link", "set", if_a, "up")
+    _ip(ns_b, "link", "set", if_b, "up")
+
+
+def _ip(namespace: str, *args: str) -> None:
+    run_checked(["ip", "-n", namespace, *args], f"{namespace}: ip {' '.join(args)}")
