@@ -74,6 +74,7 @@ def test(c: Context, quick: bool = False) -> None:
         c.run(f"{python} -m mypy", echo=True)
     c.run(f"{python} -m pytest", echo=True)
 
+
 # --- DOLL ---------------------------------------------------------------------------------
 
 # --- network emulation and the local two-site lab -----------------------------------------

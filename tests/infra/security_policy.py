@@ -24,7 +24,10 @@ def _ingress_sources(resource: DeclaredResource) -> Iterator[str]:
         for rule in inputs.get("ingress") or []:
             yield from rule.get("cidrBlocks") or []
             yield from rule.get("ipv6CidrBlocks") or []
-    elif resource.type == "aws:ec2/securityGroupRule:SecurityGroupRule" and inputs.get("type") == "ingress":
+    elif (
+        resource.type == "aws:ec2/securityGroupRule:SecurityGroupRule"
+        and inputs.get("type") == "ingress"
+    ):
         yield from inputs.get("cidrBlocks") or []
         yield from inputs.get("ipv6CidrBlocks") or []
     elif resource.type == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
@@ -79,7 +82,10 @@ def imds_v2_is_required(run: OfflineRun) -> list[str]:
             tokens = (resource.inputs.get("metadataOptions") or {}).get("httpTokens")
             if tokens != "required":
                 violations.append(f"{resource.type} {resource.name}: IMDSv2 not required")
-        elif resource.type == "eks:index:ManagedNodeGroup" and resource.inputs.get("enableIMDSv2") is not True:
+        elif (
+            resource.type == "eks:index:ManagedNodeGroup"
+            and resource.inputs.get("enableIMDSv2") is not True
+        ):
             violations.append(f"node group {resource.name}: IMDSv2 not required")
     return violations
 
@@ -101,9 +107,13 @@ def iam_grants_no_wildcards(run: OfflineRun) -> list[str]:
     for resource in run.resources:
         for document in _policy_documents(resource):
             for statement in _as_list(document.get("Statement", [])):
-                if statement.get("Effect") != "Allow" or "*" not in _as_list(statement.get("Resource")):
+                if statement.get("Effect") != "Allow" or "*" not in _as_list(
+                    statement.get("Resource")
+                ):
                     continue
-                wild = [a for a in _as_list(statement.get("Action")) if a == "*" or a.endswith(":*")]
+                wild = [
+                    a for a in _as_list(statement.get("Action")) if a == "*" or a.endswith(":*")
+                ]
                 if wild:
                     violations.append(f"{resource.type} {resource.name}: allows {wild} on *")
         if resource.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
@@ -130,7 +140,9 @@ def no_static_aws_keys(run: OfflineRun) -> list[str]:
             leaf = path.rsplit(".", 1)[-1]
             if isinstance(value, str) and AWS_ACCESS_KEY_ID.search(value):
                 violations.append(f"{resource.type} {path}: holds an AWS access key id")
-            elif AWS_KEY_NAMES.fullmatch(leaf) or (isinstance(value, str) and AWS_KEY_NAMES.fullmatch(value)):
+            elif AWS_KEY_NAMES.fullmatch(leaf) or (
+                isinstance(value, str) and AWS_KEY_NAMES.fullmatch(value)
+            ):
                 violations.append(f"{resource.type} {path}: names an AWS key ({leaf or value})")
     return violations
 

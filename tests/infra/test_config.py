@@ -39,29 +39,71 @@ BAD_CONFIG = [
     ("spotburst:doll", _set("vpcCidr", "10.0.0.0/33"), ["spotburst:doll.vpcCidr", "CIDR"]),
     ("spotburst:doll", _set("vpcCidr", "10.0.0.0/12"), ["spotburst:doll.vpcCidr", "/16 and /24"]),
     ("spotburst:doll", _set("azCount", 1), ["spotburst:doll.azCount", "between 2 and 6"]),
-    ("spotburst:doll", _set("workerNodes.minSize", 9),
-     ["spotburst:doll.workerNodes", "minSize <= desiredSize <= maxSize"]),
-    ("spotburst:doll", _set("workerNodes.desiredSize", 20), ["spotburst:doll.workerNodes", "maxSize"]),
-    ("spotburst:doll", _set("workerNodes.maxSize", 0), ["spotburst:doll.workerNodes.maxSize", ">= 1"]),
-    ("spotburst:doll", _set("workerNodes.minSize", -1), ["spotburst:doll.workerNodes.minSize", ">= 0"]),
-    ("spotburst:doll", _set("workerNodes.instanceTypes", []),
-     ["spotburst:doll.workerNodes.instanceTypes", "at least 2"]),
-    ("spotburst:doll", _set("workerNodes.instanceTypes", ["c5.xlarge"]),
-     ["spotburst:doll.workerNodes.instanceTypes", "at least 2"]),
-    ("spotburst:doll", _set("workerNodes.instanceTypes", ["c5.xlarge", "big box"]),
-     ["spotburst:doll.workerNodes.instanceTypes", "'big box'"]),
+    (
+        "spotburst:doll",
+        _set("workerNodes.minSize", 9),
+        ["spotburst:doll.workerNodes", "minSize <= desiredSize <= maxSize"],
+    ),
+    (
+        "spotburst:doll",
+        _set("workerNodes.desiredSize", 20),
+        ["spotburst:doll.workerNodes", "maxSize"],
+    ),
+    (
+        "spotburst:doll",
+        _set("workerNodes.maxSize", 0),
+        ["spotburst:doll.workerNodes.maxSize", ">= 1"],
+    ),
+    (
+        "spotburst:doll",
+        _set("workerNodes.minSize", -1),
+        ["spotburst:doll.workerNodes.minSize", ">= 0"],
+    ),
+    (
+        "spotburst:doll",
+        _set("workerNodes.instanceTypes", []),
+        ["spotburst:doll.workerNodes.instanceTypes", "at least 2"],
+    ),
+    (
+        "spotburst:doll",
+        _set("workerNodes.instanceTypes", ["c5.xlarge"]),
+        ["spotburst:doll.workerNodes.instanceTypes", "at least 2"],
+    ),
+    (
+        "spotburst:doll",
+        _set("workerNodes.instanceTypes", ["c5.xlarge", "big box"]),
+        ["spotburst:doll.workerNodes.instanceTypes", "'big box'"],
+    ),
     ("spotburst:doll", _set("headNodes.count", 0), ["spotburst:doll.headNodes.count", ">= 1"]),
     ("spotburst:doll", _set("rayHead.cpu", "0"), ["spotburst:doll.rayHead.cpu", "positive"]),
-    ("spotburst:doll", _set("rayWorkers.memory", "-5Gi"), ["spotburst:doll.rayWorkers.memory", "positive"]),
-    ("spotburst:doll", _set("rayWorkers.replicas", 40),
-     ["spotburst:doll.rayWorkers", "minReplicas <= replicas <= maxReplicas"]),
+    (
+        "spotburst:doll",
+        _set("rayWorkers.memory", "-5Gi"),
+        ["spotburst:doll.rayWorkers.memory", "positive"],
+    ),
+    (
+        "spotburst:doll",
+        _set("rayWorkers.replicas", 40),
+        ["spotburst:doll.rayWorkers", "minReplicas <= replicas <= maxReplicas"],
+    ),
     ("spotburst:doll", _set("eksVersion", "latest"), ["spotburst:doll.eksVersion", "1.34"]),
     ("spotburst:doll", _set("kuberayVersion", "0.6.0"), ["spotburst:doll.kuberayVersion", "1.x.y"]),
     ("spotburst:doll", _set("vpcCdir", "10.0.0.0/16"), ["spotburst:doll.vpcCdir", "unknown key"]),
-    ("spotburst:bucket", _set("expireResultsAfterDays", 0),
-     ["spotburst:bucket.expireResultsAfterDays", ">= 1"]),
-    ("spotburst:bucket", _set("forceDestroy", "yes"), ["spotburst:bucket.forceDestroy", "true or false"]),
-    ("spotburst:experiments", lambda _: ["doll", "dolly"], ["spotburst:experiments", "'dolly'", "doll"]),
+    (
+        "spotburst:bucket",
+        _set("expireResultsAfterDays", 0),
+        ["spotburst:bucket.expireResultsAfterDays", ">= 1"],
+    ),
+    (
+        "spotburst:bucket",
+        _set("forceDestroy", "yes"),
+        ["spotburst:bucket.forceDestroy", "true or false"],
+    ),
+    (
+        "spotburst:experiments",
+        lambda _: ["doll", "dolly"],
+        ["spotburst:experiments", "'dolly'", "doll"],
+    ),
     ("spotburst:experiments", lambda _: [], ["spotburst:experiments", "at least 1"]),
     ("spotburst:adminCidrs", lambda _: ["my laptop"], ["spotburst:adminCidrs", "'my laptop'"]),
 ]
@@ -97,7 +139,9 @@ def test_the_real_entry_point_declares_nothing_on_bad_config(dev_config: dict[st
     """`__main__.py`, as `pulumi up` runs it, stops at the config before any resource."""
     monitor = mocks.MockMonitor(_NoCloud())
     mocks.set_mocks(monitor.mocks, project="spotburst", stack="dev", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(_edit(dev_config, "spotburst:doll", _set("workerNodes.minSize", 99)))
+    pulumi.runtime.set_all_config(
+        _edit(dev_config, "spotburst:doll", _set("workerNodes.minSize", 99))
+    )
     with pytest.raises(ConfigError, match="minSize"):
         runpy.run_path(str(Path(PROJECT_DIR) / "__main__.py"))
     assert monitor.get_registered_resources() == {}
@@ -112,13 +156,17 @@ class _NoCloud(pulumi.runtime.Mocks):
 
 
 def test_the_real_entry_point_exports_the_outputs(dev_config: dict[str, str]) -> None:
-    from launch.offline import _CloudMocks
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
+
+    from launch.offline import _CloudMocks
 
     monitor = mocks.MockMonitor(_CloudMocks("us-east-1"))
     mocks.set_mocks(monitor.mocks, project="spotburst", stack="dev", preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(dev_config)
     _sync_await(run_pulumi_func(lambda: runpy.run_path(str(Path(PROJECT_DIR) / "__main__.py"))))
-    types = {registration.urn.split("::")[2].split("$")[-1] for registration in monitor.resources.values()}
+    types = {
+        registration.urn.split("::")[2].split("$")[-1]
+        for registration in monitor.resources.values()
+    }
     assert {"spotburst:kuberay:KubeRay", "kubernetes:ray.io/v1:RayCluster"} <= types

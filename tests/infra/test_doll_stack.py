@@ -99,7 +99,10 @@ def test_pod_resources_follow_config(dev_run: OfflineRun) -> None:
     worker_group = spec["workerGroupSpecs"][0]
     worker = _pod(worker_group)["containers"][0]["resources"]["requests"]
     assert head == {"cpu": doll.ray_head.cpu, "memory": doll.ray_head.memory}
-    assert worker == {"cpu": doll.ray_workers.resources.cpu, "memory": doll.ray_workers.resources.memory}
+    assert worker == {
+        "cpu": doll.ray_workers.resources.cpu,
+        "memory": doll.ray_workers.resources.memory,
+    }
     assert (worker_group["minReplicas"], worker_group["replicas"], worker_group["maxReplicas"]) == (
         doll.ray_workers.min_replicas,
         doll.ray_workers.replicas,
@@ -117,7 +120,9 @@ def test_irsa_trust_is_scoped_to_the_ray_service_account(dev_run: OfflineRun) ->
     cluster = dev_run.one("eks:index:Cluster")
     issuer = f"oidc.eks.{dev_run.config.region}.amazonaws.com/id/{cluster.name.upper()}"
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
-    assert statement["Principal"] == {"Federated": f"arn:aws:iam::123456789012:oidc-provider/{issuer}"}
+    assert statement["Principal"] == {
+        "Federated": f"arn:aws:iam::123456789012:oidc-provider/{issuer}"
+    }
     assert statement["Condition"]["StringEquals"] == {
         f"{issuer}:sub": f"system:serviceaccount:{dev_run.config.doll.namespace}:ray-pods",
         f"{issuer}:aud": "sts.amazonaws.com",
@@ -135,7 +140,9 @@ def test_ray_pods_use_the_irsa_service_account(dev_run: OfflineRun) -> None:
 
 
 def test_irsa_policy_reaches_only_the_stack_bucket(dev_run: OfflineRun) -> None:
-    policy = json.loads(dev_run.one("aws:iam/rolePolicy:RolePolicy", "ray-pods-bucket").inputs["policy"])
+    policy = json.loads(
+        dev_run.one("aws:iam/rolePolicy:RolePolicy", "ray-pods-bucket").inputs["policy"]
+    )
     bucket_arn = f"arn:aws:s3:::{dev_run.outputs['bucketName']}"
     resources = {statement["Resource"] for statement in policy["Statement"]}
     assert resources == {bucket_arn, f"{bucket_arn}/*"}

@@ -56,8 +56,12 @@ def test_declared_raycluster_is_valid(dev_run: OfflineRun, chart_version: str) -
         lambda spec: spec["headGroupSpec"].pop("rayStartParams"),
         lambda spec: spec["workerGroupSpecs"][0].update(replicas="four"),
     ],
-    ids=["worker-without-rayStartParams", "worker-without-groupName", "head-without-rayStartParams",
-         "replicas-not-integer"],
+    ids=[
+        "worker-without-rayStartParams",
+        "worker-without-groupName",
+        "head-without-rayStartParams",
+        "replicas-not-integer",
+    ],
 )
 def test_the_1_0_0_schema_rejects_a_broken_spec(dev_run: OfflineRun, break_spec: Any) -> None:
     spec = copy.deepcopy(_declared_spec(dev_run))

@@ -24,7 +24,9 @@ def test_every_experiment_enabled_passes_the_policy(dev_config: dict[str, str]) 
     assert violations(run) == []
 
 
-def test_admin_cidrs_open_the_eks_endpoint_to_those_sources_only(dev_config: dict[str, str]) -> None:
+def test_admin_cidrs_open_the_eks_endpoint_to_those_sources_only(
+    dev_config: dict[str, str],
+) -> None:
     run = run_offline({**dev_config, "spotburst:adminCidrs": '["203.0.113.7/32"]'}, "dev")
     cluster = run.one("eks:index:Cluster").inputs
     assert cluster["endpointPublicAccess"] is True
@@ -65,25 +67,38 @@ BROKEN = {
     "ssh-from-anywhere": lambda run: _with(
         run,
         "aws:ec2/securityGroup:SecurityGroup",
-        {"ingress": [{"fromPort": 22, "toPort": 22, "protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"]}]},
+        {
+            "ingress": [
+                {"fromPort": 22, "toPort": 22, "protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"]}
+            ]
+        },
     ),
     "ipv6-rule-from-anywhere": lambda run: _with(
         run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", {"cidrIpv6": "::/0"}
     ),
-    "public-eks-endpoint": lambda run: _with(run, "eks:index:Cluster", {"endpointPublicAccess": True}),
+    "public-eks-endpoint": lambda run: _with(
+        run, "eks:index:Cluster", {"endpointPublicAccess": True}
+    ),
     "bucket-public-access-not-blocked": lambda run: _without(
         run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
     ),
     "bucket-unencrypted": lambda run: _without(
-        run, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+        run,
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
     ),
-    "efs-unencrypted": lambda run: _with(run, "aws:efs/fileSystem:FileSystem", {"encrypted": False}),
+    "efs-unencrypted": lambda run: _with(
+        run, "aws:efs/fileSystem:FileSystem", {"encrypted": False}
+    ),
     "instance-imdsv1": lambda run: _with(
         run, "aws:ec2/instance:Instance", {"metadataOptions": {"httpTokens": "optional"}}
     ),
     "launch-template-imdsv1": lambda run: _with(run, "aws:ec2/launchTemplate:LaunchTemplate", {}),
-    "node-group-imdsv1": lambda run: _with(run, "eks:index:ManagedNodeGroup", {"enableIMDSv2": False}),
-    "iam-star-on-star": lambda run: _with(run, "aws:iam/rolePolicy:RolePolicy", _wildcard_policy("*")),
+    "node-group-imdsv1": lambda run: _with(
+        run, "eks:index:ManagedNodeGroup", {"enableIMDSv2": False}
+    ),
+    "iam-star-on-star": lambda run: _with(
+        run, "aws:iam/rolePolicy:RolePolicy", _wildcard_policy("*")
+    ),
     "iam-s3-star-on-star": lambda run: _with(
         run, "aws:iam/rolePolicy:RolePolicy", _wildcard_policy("s3:*")
     ),

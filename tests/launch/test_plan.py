@@ -14,8 +14,12 @@ from launch.plan import plan, render_plan
 
 def test_plan_groups_resources_under_their_components() -> None:
     text = render_plan(*plan("dev"))
-    for component in ("spotburst:network:Network", "spotburst:eks:SpotEksCluster",
-                      "spotburst:kuberay:KubeRay", "spotburst:storage:DataBucket"):
+    for component in (
+        "spotburst:network:Network",
+        "spotburst:eks:SpotEksCluster",
+        "spotburst:kuberay:KubeRay",
+        "spotburst:storage:DataBucket",
+    ):
         assert f"\n{component}  " in text
     assert "\n  kubernetes:ray.io/v1:RayCluster  doll-raycluster" in text
     assert "dollKubeconfig: [secret]" in text
