@@ -75,9 +75,13 @@ def shaping_commands(
         ["tc", "filter", "add", *dev, "parent", "1:", "protocol", "ip", "prio", "1",
          "u32", "match", "ip", "dst", str(peer), "flowid", "1:1"],
     ]
-    reset = [["tc", "qdisc", "del", *dev, "root"]]
-    return ShapingCommands(apply=apply, reset=reset, rate_mbit=condition.bandwidth_mbit,
-                           delay_applied=netem_available)
+    return ShapingCommands(apply=apply, reset=reset_commands(interface),
+                           rate_mbit=condition.bandwidth_mbit, delay_applied=netem_available)
+
+
+def reset_commands(interface: str) -> list[list[str]]:
+    """Remove whatever shaping `shaping_commands` installed on `interface`."""
+    return [["tc", "qdisc", "del", "dev", interface, "root"]]
 
 
 def _netem_args(rtt_ms: float, jitter_ms: float, loss_percent: float) -> list[str]:

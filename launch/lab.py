@@ -1,0 +1,35 @@
+"""The local two-site lab behind `invoke lab-up`, `lab-down`, `lab-status`, `measure-link`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from netem.lab import LabDescription, lab_status, start_lab, stop_lab
+from netem.measure import format_table, measure_link
+from netem.profile import load_profile
+
+
+def lab_up(bw: str | None, profile: str | None, kind: str, cloud_nodes: int,
+           hpc_cpus: int, cloud_cpus: int) -> LabDescription:
+    """Start a lab for the profile (a name, a file or --bw) and leave it running."""
+    return start_lab(load_profile(profile, bw), kind=kind, cloud_nodes=cloud_nodes,
+                     hpc_cpus=hpc_cpus, cloud_cpus=cloud_cpus)
+
+
+def lab_down(lab_id: str | None) -> list[str]:
+    return stop_lab(lab_id)
+
+
+def lab_report(lab_id: str | None) -> str:
+    """A lab's recorded description and what of it is alive, as JSON text."""
+    status: dict[str, Any] = lab_status(lab_id)
+    return json.dumps(status, indent=2)
+
+
+def measure(bw: str | None, profile: str | None, out: str, kind: str,
+            seconds: float) -> tuple[dict[str, Any], str]:
+    """Measure a fresh lab's link both ways; returns link.json's content and a table."""
+    link = measure_link(load_profile(profile, bw), Path(out), kind=kind, seconds=seconds)
+    return link, format_table(link)
