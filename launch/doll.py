@@ -1,0 +1,63 @@
+"""`invoke run-doll`: the DOLL workload's command line, handed to the one target path, and
+its figures drawn here from the records that came back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from launch.targets import run_workload
+from launch.workload import WorkloadRun
+from workloads.doll.figures import draw
+
+
+@dataclass(frozen=True)
+class DollOptions:
+    policy: str | None = None
+    deadline: float | None = None
+    alpha: float | None = None
+    workers: int | None = None
+    rates: str | None = None
+    trace: Path | None = None
+    zone: str | None = None
+    product: str | None = None
+    on_demand_price: float | None = None
+    preemption: str | None = None
+    seed: int | None = None
+
+    def workload_run(self) -> WorkloadRun:
+        """Only the flags given are passed: the workload owns the defaults."""
+        flags = {
+            "--policy": self.policy,
+            "--deadline": self.deadline,
+            "--alpha": self.alpha,
+            "--workers": self.workers,
+            "--rates": self.rates,
+            "--zone": self.zone,
+            "--product": self.product,
+            "--on-demand-price": self.on_demand_price,
+            "--preemption": self.preemption,
+            "--seed": self.seed,
+        }
+        args = [
+            part
+            for flag, value in flags.items()
+            if value is not None
+            for part in (flag, str(value))
+        ]
+        inputs = {"--trace": self.trace} if self.trace is not None else {}
+        return WorkloadRun("doll", "workloads.doll", tuple(args), inputs)
+
+
+def run_doll(
+    options: DollOptions,
+    address: str | None = None,
+    stack: str | None = None,
+    out: Path | None = None,
+    show: Callable[[str], None] = print,
+) -> Path:
+    """Run DOLL on the target, then draw its figures; returns the local results folder."""
+    folder = run_workload(options.workload_run(), address, stack, out, show)
+    draw(folder)
+    return folder

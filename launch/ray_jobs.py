@@ -1,0 +1,70 @@
+"""A workload as a Ray Job on any cluster's dashboard address: submit it with the staged
+code as `runtime_env.working_dir`, stream its log, and return the log once it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+from workloads.common.transport import MARKER
+
+TOKEN_FILE = Path.home() / ".ray" / "auth_token"
+
+
+class JobFailed(RuntimeError):
+    """The job ended in a state other than SUCCEEDED."""
+
+
+def use_token_auth_if_available() -> None:
+    """Ray 2.60 clusters started locally require a token: a Jobs client sends one only with
+    RAY_AUTH_MODE=token, so turn that on when a token can be found and nothing was chosen."""
+    has_token = (
+        "RAY_AUTH_TOKEN" in os.environ
+        or "RAY_AUTH_TOKEN_PATH" in os.environ
+        or TOKEN_FILE.is_file()
+    )
+    if has_token and "RAY_AUTH_MODE" not in os.environ:
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None]) -> None:
+    pending = ""
+    async for chunk in client.tail_job_logs(job_id):
+        pending += chunk
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            if not line.startswith(MARKER):
+                show(line)
+    if pending and not pending.startswith(MARKER):
+        show(pending)
+
+
+def run_job(
+    address: str,
+    working_dir: Path,
+    command: list[str],
+    env: dict[str, str],
+    show: Callable[[str], None] = print,
+) -> str:
+    """Submit `python <command>` and stream its log until it ends; returns the whole log.
+    Raises JobFailed (with the log's tail) unless the job succeeded."""
+    use_token_auth_if_available()
+    client = JobSubmissionClient(address)
+    entrypoint = shlex.join(["python", *command])
+    job_id = client.submit_job(
+        entrypoint=entrypoint,
+        runtime_env={"working_dir": str(working_dir), "env_vars": env},
+    )
+    show(f"submitted Ray job {job_id} to {address}")
+    asyncio.run(_follow(client, job_id, show))
+    status = client.get_job_status(job_id)
+    log = client.get_job_logs(job_id)
+    if status != JobStatus.SUCCEEDED:
+        tail = "\n".join(line for line in log.splitlines()[-20:] if not line.startswith(MARKER))
+        raise JobFailed(f"Ray job {job_id} ended {status}:\n{tail}")
+    return log

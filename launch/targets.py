@@ -1,0 +1,129 @@
+"""One path for every target: the local default (a Ray started here for the run), an
+`--address` (a Ray Job on any cluster), or a `--stack` (its RayCluster head reached through
+a port-forward, results through its bucket). Results always land in the same local folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launch import pulumi_cli
+from launch.port_forward import port_forward
+from launch.ray_jobs import run_job
+from launch.working_dir import staged_working_dir
+from launch.workload import WorkloadRun
+from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
+from workloads.common.results import default_location
+from workloads.common.storage import LocalStorage, copy_all, open_storage
+from workloads.common.transport import find_in_log
+
+PROJECT_DIR = pulumi_cli.PROJECT_DIR
+DASHBOARD_PORT = 8265
+STACK_KEYS = ("dollKubeconfig", "dollNamespace", "dollHeadService", "bucketName", "region")
+
+
+class TargetError(ValueError):
+    """Bad or contradictory target flags, or a stack without what a run needs."""
+
+
+@dataclass(frozen=True)
+class Remote:
+    address: str
+    label: str
+    bucket: str | None = None
+    region: str | None = None
+    s3_endpoint: str | None = None
+
+
+def run_workload(
+    run: WorkloadRun,
+    address: str | None = None,
+    stack: str | None = None,
+    out: Path | None = None,
+    show: Callable[[str], None] = print,
+) -> Path:
+    """Run the workload on the chosen target; returns the local results folder."""
+    if address and stack:
+        raise TargetError("give --address or --stack, not both")
+    local_out = out or PROJECT_DIR / default_location(run.name)
+    if local_out.exists() and any(local_out.iterdir()):
+        raise TargetError(f"--out {local_out} already holds files")
+    if stack:
+        with stack_remote(stack) as remote:
+            run_remote(run, remote, local_out, show)
+    elif address:
+        run_remote(run, Remote(address=address, label=f"address:{address}"), local_out, show)
+    else:
+        run_local(run, local_out)
+    return local_out
+
+
+def run_local(run: WorkloadRun, local_out: Path) -> None:
+    """The workload in a child process here; its `ray.init()` starts a Ray that ends with it."""
+    inputs = {flag: str(path) for flag, path in run.inputs.items()}
+    command = [sys.executable, *run.command(str(local_out), "local", inputs)]
+    completed = subprocess.run(command, cwd=PROJECT_DIR, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{run.module} exited with status {completed.returncode}")
+
+
+def run_remote(
+    run: WorkloadRun, remote: Remote, local_out: Path, show: Callable[[str], None]
+) -> None:
+    """A Ray Job on `remote.address`; results come back through the bucket when there is
+    one, else through the job's log."""
+    job_out = (
+        f"s3://{remote.bucket}/{default_location(run.name)}"
+        if remote.bucket
+        else default_location(run.name)
+    )
+    env = {GIT_COMMIT_ENV: git_commit()}
+    if remote.region:
+        env["AWS_DEFAULT_REGION"] = remote.region
+    with staged_working_dir(PROJECT_DIR, run.inputs) as (folder, inputs):
+        command = run.command(job_out, remote.label, inputs)
+        if remote.bucket is None:
+            command.append("--results-to-log")
+        elif remote.s3_endpoint:
+            command += ["--s3-endpoint", remote.s3_endpoint]
+        log = run_job(remote.address, folder, command, env, show)
+    destination = LocalStorage(local_out)
+    if remote.bucket:
+        copy_all(open_storage(job_out, remote.s3_endpoint), destination)
+        return
+    files = find_in_log(log)
+    if files is None:
+        raise RuntimeError("the job succeeded but its log carries no results")
+    for name, data in files.items():
+        destination.write_bytes(name, data)
+
+
+@contextmanager
+def stack_remote(stack: str) -> Iterator[Remote]:
+    """The stack's RayCluster head, port-forwarded here, with its bucket and region."""
+    outputs: dict[str, Any] = pulumi_cli.stack_outputs(stack, show_secrets=True)
+    missing = [key for key in STACK_KEYS if not outputs.get(key)]
+    if missing:
+        raise TargetError(
+            f"stack {stack!r} has no output {', '.join(missing)} "
+            f"(found: {', '.join(sorted(outputs)) or 'none'}); is DOLL enabled and deployed?"
+        )
+    kubeconfig = outputs["dollKubeconfig"]
+    with port_forward(
+        kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig),
+        str(outputs["dollNamespace"]),
+        str(outputs["dollHeadService"]),
+        DASHBOARD_PORT,
+    ) as local_port:
+        yield Remote(
+            address=f"http://127.0.0.1:{local_port}",
+            label=f"stack:{stack}",
+            bucket=str(outputs["bucketName"]),
+            region=str(outputs["region"]),
+        )

@@ -1,0 +1,36 @@
+"""The folder a Ray Job uploads as `runtime_env.working_dir`: the project's code, plus the
+run's input files under `inputs/`."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+CODE_PACKAGES = ("workloads", "netem", "launch")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
+
+
+@contextmanager
+def staged_working_dir(
+    project_dir: Path, inputs: dict[str, Path]
+) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A temporary copy of the code packages and inputs; yields the folder and, per input
+    flag, the file's path relative to it. A folder named `ray` would shadow the package in
+    the job, so none is ever staged at the top."""
+    with TemporaryDirectory(prefix="spotburst-job-") as folder:
+        root = Path(folder)
+        for package in CODE_PACKAGES:
+            if (project_dir / package).is_dir():
+                shutil.copytree(project_dir / package, root / package, ignore=IGNORED)
+        relative: dict[str, str] = {}
+        for index, (flag, path) in enumerate(sorted(inputs.items())):
+            if not path.is_file():
+                raise FileNotFoundError(f"{flag} {path}: no such file")
+            staged = Path("inputs") / f"{index}-{path.name}"
+            (root / staged).parent.mkdir(exist_ok=True)
+            shutil.copy2(path, root / staged)
+            relative[flag] = staged.as_posix()
+        yield root, relative

@@ -1,0 +1,1 @@
+"""Ray programs runnable as `python -m workloads.<name>`, identically on any target."""

@@ -1,0 +1,1 @@
+"""What every workload shares: data access, the results writer, provenance, connecting to Ray."""

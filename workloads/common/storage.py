@@ -1,0 +1,100 @@
+"""One interface for a folder of files, whether a local directory or an S3 prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+
+class Storage(Protocol):
+    """A folder of named files (names are relative, '/'-separated)."""
+
+    def write_bytes(self, name: str, data: bytes) -> None: ...
+
+    def read_bytes(self, name: str) -> bytes: ...
+
+    def names(self) -> list[str]: ...
+
+    @property
+    def uri(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class LocalStorage:
+    root: Path
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def read_bytes(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+    def names(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        return sorted(
+            p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
+        )
+
+    @property
+    def uri(self) -> str:
+        return str(self.root)
+
+
+class S3Storage:
+    """Files under `s3://bucket/prefix/`, through boto3 (endpoint_url for a local S3)."""
+
+    def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None) -> None:
+        import boto3  # imported here so local-only runs never need AWS configuration
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self._client: Any = boto3.client("s3", endpoint_url=endpoint_url)
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self._client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
+
+    def read_bytes(self, name: str) -> bytes:
+        body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(name))[
+            "Body"
+        ].read()
+        return body
+
+    def names(self) -> list[str]:
+        found: list[str] = []
+        start = f"{self.prefix}/" if self.prefix else ""
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=start):
+            found.extend(item["Key"][len(start) :] for item in page.get("Contents", []))
+        return sorted(found)
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+def open_storage(uri: str, endpoint_url: str | None = None) -> Storage:
+    """`s3://bucket/prefix` opens S3; anything else is a local directory."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ValueError(f"storage URI {uri!r} names no bucket")
+        return S3Storage(parsed.netloc, parsed.path, endpoint_url)
+    if parsed.scheme not in ("", "file"):
+        raise ValueError(f"storage URI {uri!r}: scheme {parsed.scheme!r} is not s3 or a path")
+    return LocalStorage(Path(parsed.path if parsed.scheme == "file" else uri))
+
+
+def copy_all(source: Storage, destination: Storage) -> list[str]:
+    """Copy every file of `source` into `destination`; returns the names copied."""
+    names = source.names()
+    for name in names:
+        destination.write_bytes(name, source.read_bytes(name))
+    return names

@@ -1,0 +1,1 @@
+"""DOLL: distributed online learning on spot instances, re-implemented on Ray."""

@@ -1,0 +1,79 @@
+"""The paper's figures, drawn on the user's side from a results folder (matplotlib, Agg):
+cost vs time, accuracy vs cost, cost ratio per policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from workloads.common.results import read_json, read_records  # noqa: E402
+from workloads.common.storage import LocalStorage  # noqa: E402
+
+
+def accuracy_at_cost(storage: LocalStorage, policy: str) -> tuple[np.ndarray, np.ndarray]:
+    """(cost, accuracy) per test evaluation: processed -> time (updates) -> cost (timeline)."""
+    tests = read_records(storage, f"{policy}_test")
+    updates = read_records(storage, f"{policy}_updates")
+    timeline = read_records(storage, f"{policy}_timeline")
+    times = np.interp(
+        [row["processed"] for row in tests],
+        [0] + [row["processed"] for row in updates],
+        [0.0] + [row["t"] for row in updates],
+    )
+    costs = np.interp(times, [row["t"] for row in timeline], [row["cost"] for row in timeline])
+    return costs, np.array([row["accuracy"] for row in tests])
+
+
+def draw(folder: Path) -> list[Path]:
+    storage = LocalStorage(folder)
+    summary = read_json(storage, "summary.json")
+    policies = list(summary["policies"])
+    drawn = []
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for policy in policies:
+        timeline = read_records(storage, f"{policy}_timeline")
+        axes.plot([r["t"] for r in timeline], [r["cost"] for r in timeline], label=policy)
+    axes.set(xlabel="wall-clock time (s)", ylabel="cost ($)", title="Cost vs time")
+    axes.legend()
+    drawn.append(_save(figure, folder / "cost_vs_time.png"))
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for policy in policies:
+        costs, accuracy = accuracy_at_cost(storage, policy)
+        axes.plot(costs, accuracy, marker=".", label=policy)
+    axes.set(xlabel="cost ($)", ylabel="test accuracy", title="Accuracy vs cost")
+    axes.legend()
+    drawn.append(_save(figure, folder / "accuracy_vs_cost.png"))
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    ratios = [summary["policies"][p]["cost_ratio"] for p in policies]
+    axes.bar(policies, ratios, color="tab:blue", label="measured")
+    for index, policy in enumerate(policies):
+        bound = summary["policies"][policy]["cost_bound"]
+        if bound is not None:
+            axes.hlines(
+                bound,
+                index - 0.4,
+                index + 0.4,
+                colors="tab:red",
+                label="cost bound" if index == policies.index(policy) else None,
+            )
+    axes.set(ylabel="cost ratio to on-demand", title="Cost ratio per policy")
+    handles, labels = axes.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    axes.legend(unique.values(), unique.keys())
+    drawn.append(_save(figure, folder / "cost_ratio.png"))
+    return drawn
+
+
+def _save(figure: plt.Figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

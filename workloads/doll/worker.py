@@ -1,0 +1,122 @@
+"""A stream worker: data arrives at rate λ (exponential inter-arrival times) while the
+worker is up and is lost while it is down; every B points make a batch, announced to the
+parameter server, whose gradient the server later asks for with its current weights."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import ray
+
+from workloads.doll.data import load_split, sample_stream
+from workloads.doll.model import Mlp
+
+
+@ray.remote
+class StreamWorker:
+    def __init__(
+        self, key: str, rate: float, batch_size: int, hidden: int, parameter_server: object
+    ) -> None:
+        self.key = key
+        self.rate = rate
+        self.batch_size = batch_size
+        self.model = Mlp(hidden)
+        self.digits = load_split()
+        self.parameter_server = parameter_server
+        self.handle = ray.get_runtime_context().current_actor
+        self.rng = np.random.default_rng()
+        self.up = False
+        self.command_seq = -1
+        self.changed = asyncio.Event()
+        self.batches: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.next_batch_id = 0
+        self.arrivals = 0
+        self.up_s = 0.0
+        self.up_since = 0.0
+        self.clock = 0.0
+        self.stream: asyncio.Task[None] | None = None
+
+    async def ready(self) -> str:
+        return self.key
+
+    async def lifeline(self) -> None:
+        """Never returns: its result turns into an error the moment this actor dies."""
+        await asyncio.Event().wait()
+
+    async def begin(self, seed: int) -> None:
+        """Start a new run: down, nothing buffered, counters at zero."""
+        self.rng = np.random.default_rng(seed)
+        self._go_down()
+        self.arrivals, self.up_s = 0, 0.0
+        if self.stream is None:
+            self.stream = asyncio.get_running_loop().create_task(self._stream())
+
+    async def set_up(self, up: bool, seq: int) -> None:
+        """Preempt or resume; `seq` orders commands (a stale one is ignored)."""
+        if seq <= self.command_seq:
+            return
+        self.command_seq = seq
+        if up and not self.up:
+            self.up, self.up_since = True, time.monotonic()
+            self._wake()
+        elif not up and self.up:
+            self._go_down()
+
+    def _go_down(self) -> None:
+        if self.up:
+            self.up_s += time.monotonic() - self.up_since
+        self.up = False
+        self.batches.clear()  # a preempted instance loses what it held
+        self._wake()
+
+    def _wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def stats(self) -> tuple[int, float]:
+        """(points arrived while up, seconds up) since `begin`."""
+        up_s = self.up_s + (time.monotonic() - self.up_since if self.up else 0.0)
+        return self.arrivals, up_s
+
+    async def gradient(self, batch_id: int, weights: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """The batch's gradient at `weights` and its compute time; None when the batch is
+        gone (preempted since it was announced). A batch gives at most one gradient."""
+        batch = self.batches.pop(batch_id, None)
+        if batch is None:
+            return None
+        started = time.perf_counter()
+        grad = self.model.gradient(weights, *batch)
+        return grad, time.perf_counter() - started
+
+    async def _stream(self) -> None:
+        while True:
+            if not self.up:
+                await self.changed.wait()
+                continue
+            await self._collect_batch()
+
+    async def _collect_batch(self) -> None:
+        """Wait for B arrivals; a preemption on the way loses the partial batch. The clock
+        is virtual (the next batch starts where this one's last point arrived), so event-loop
+        delays never slow the stream down."""
+        arrival_s = np.cumsum(self.rng.exponential(1.0 / self.rate, self.batch_size))
+        started = max(self.up_since, self.clock)
+        changed = self.changed
+        remaining = started + arrival_s[-1] - time.monotonic()
+        try:
+            await asyncio.wait_for(changed.wait(), timeout=max(remaining, 0.0))
+        except TimeoutError:
+            if changed.is_set():  # preempted just as the last point arrived
+                self.arrivals += self.batch_size
+                return
+            self.clock = started + arrival_s[-1]
+            self.arrivals += self.batch_size
+            batch_id = self.next_batch_id
+            self.next_batch_id += 1
+            self.batches[batch_id] = sample_stream(self.digits, self.rng, self.batch_size)
+            await self.parameter_server.batch_ready.remote(self.key, batch_id, self.handle)
+            return
+        elapsed = time.monotonic() - started
+        self.arrivals += int(np.searchsorted(arrival_s, elapsed, side="right"))
