@@ -1,4 +1,4 @@
-"""A VPC with public and private subnets over N availability zones and NAT egress."""
+"""A VPC with public subnets over N availability zones and, optionally, private ones behind NAT."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pulumi_aws as aws
 class NetworkArgs:
     cidr: str
     az_count: int
+    private_subnets: bool = True
     tags: dict[str, str] = field(default_factory=dict)
     public_subnet_tags: dict[str, str] = field(default_factory=dict)
     private_subnet_tags: dict[str, str] = field(default_factory=dict)
@@ -29,6 +30,8 @@ class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     public_subnet_ids: list[pulumi.Output[str]]
     private_subnet_ids: list[pulumi.Output[str]]
+    route_table_ids: list[pulumi.Output[str]]
+    """Every route table of the VPC: where routes to a peered network must go."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotburst:network:Network", name, None, opts)
@@ -55,49 +58,44 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         public_blocks, private_blocks = split_cidr(args.cidr, args.az_count)
+        public_tags = {**args.tags, **args.public_subnet_tags}
         public_subnets = [
             self._subnet(
-                f"{name}-public-{index}",
-                vpc,
-                block,
-                zone_names,
-                index,
-                {**args.tags, **args.public_subnet_tags},
-                public_routes,
+                f"{name}-public-{i}", vpc, block, zone_names, i, public_tags, public_routes
             )
-            for index, block in enumerate(public_blocks)
+            for i, block in enumerate(public_blocks)
         ]
-        nat_address = aws.ec2.Eip(f"{name}-nat", domain="vpc", tags=args.tags, opts=child)
-        nat = aws.ec2.NatGateway(
-            f"{name}-nat",
-            allocation_id=nat_address.id,
-            subnet_id=public_subnets[0].id,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
-        )
-        private_routes = aws.ec2.RouteTable(
-            f"{name}-private",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-            tags=args.tags,
-            opts=child,
-        )
-        private_subnets = [
-            self._subnet(
-                f"{name}-private-{index}",
-                vpc,
-                block,
-                zone_names,
-                index,
-                {**args.tags, **args.private_subnet_tags},
-                private_routes,
-            )
-            for index, block in enumerate(private_blocks)
-        ]
-
         self.vpc_id = vpc.id
         self.public_subnet_ids = [subnet.id for subnet in public_subnets]
-        self.private_subnet_ids = [subnet.id for subnet in private_subnets]
+        self.private_subnet_ids = []
+        self.route_table_ids = [public_routes.id]
+
+        if args.private_subnets:
+            nat_address = aws.ec2.Eip(f"{name}-nat", domain="vpc", tags=args.tags, opts=child)
+            nat = aws.ec2.NatGateway(
+                f"{name}-nat",
+                allocation_id=nat_address.id,
+                subnet_id=public_subnets[0].id,
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+            )
+            private_routes = aws.ec2.RouteTable(
+                f"{name}-private",
+                vpc_id=vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+                tags=args.tags,
+                opts=child,
+            )
+            private_tags = {**args.tags, **args.private_subnet_tags}
+            private_subnets = [
+                self._subnet(
+                    f"{name}-private-{i}", vpc, block, zone_names, i, private_tags, private_routes
+                )
+                for i, block in enumerate(private_blocks)
+            ]
+            self.private_subnet_ids = [subnet.id for subnet in private_subnets]
+            self.route_table_ids.append(private_routes.id)
+
         self.register_outputs(
             {
                 "vpc_id": self.vpc_id,

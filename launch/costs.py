@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
@@ -48,21 +49,36 @@ def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any
     """Control planes, NAT gateways, public IPv4 and nodes at their desired (running) sizes."""
     fixed = table["hourly"]
     lines: list[CostLine] = []
-    counted = {
-        "eks:index:Cluster": ("EKS control plane", fixed["eks_control_plane"]),
-        "aws:ec2/natGateway:NatGateway": ("NAT gateway", fixed["nat_gateway"]),
-        "aws:ec2/eip:Eip": ("public IPv4 address", fixed["public_ipv4_address"]),
-    }
-    for resource_type, (item, price) in counted.items():
-        count = sum(1 for resource in resources if resource.type == resource_type)
-        if count:
-            lines.append(CostLine(item, count, price))
+
+    def count(matches: Callable[[DeclaredResource], bool]) -> int:
+        return sum(1 for resource in resources if matches(resource))
+
+    counted = [
+        ("EKS control plane", fixed["eks_control_plane"], _of_type("eks:index:Cluster")),
+        ("NAT gateway", fixed["nat_gateway"], _of_type("aws:ec2/natGateway:NatGateway")),
+        ("public IPv4 address", fixed["public_ipv4_address"], _holds_public_ipv4),
+    ]
+    for item, price, matches in counted:
+        if found := count(matches):
+            lines.append(CostLine(item, found, price))
     for resource in resources:
         if resource.type == "eks:index:ManagedNodeGroup":
             lines.append(_node_group_line(resource, table["instances"]))
         elif resource.type == "aws:ec2/instance:Instance":
             lines.append(_instance_line(resource, table["instances"]))
     return CostEstimate(lines, table["date"], table["region"])
+
+
+def _of_type(resource_type: str) -> Callable[[DeclaredResource], bool]:
+    return lambda resource: resource.type == resource_type
+
+
+def _holds_public_ipv4(resource: DeclaredResource) -> bool:
+    if resource.type == "aws:ec2/eip:Eip":
+        return True
+    return resource.type == "aws:ec2/instance:Instance" and bool(
+        resource.inputs.get("associatePublicIpAddress")
+    )
 
 
 def _node_group_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLine:

@@ -77,6 +77,12 @@ class _CloudMocks(pulumi.runtime.Mocks):
 
     def __init__(self, region: str) -> None:
         self.region = region
+        self.addresses_given = 0
+
+    def _next_ip(self) -> str:
+        """A distinct documentation address (TEST-NET-2) for each mocked interface."""
+        self.addresses_given += 1
+        return f"198.51.100.{self.addresses_given}"
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         state = dict(args.inputs)
@@ -87,7 +93,11 @@ class _CloudMocks(pulumi.runtime.Mocks):
             bucket = f"{state.get('bucketPrefix', args.name)}mock"
             state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
             resource_id = bucket
-        elif args.typ.startswith("aws:"):
+        elif args.typ == "aws:efs/mountTarget:MountTarget":
+            state["ipAddress"] = self._next_ip()
+        elif args.typ == "aws:ec2/instance:Instance":
+            state["privateIp"] = self._next_ip()
+        if args.typ.startswith("aws:"):
             service = args.typ.split(":")[1].split("/")[0]
             state.setdefault("arn", f"arn:aws:{service}:{self.region}:{MOCK_ACCOUNT}:{args.name}")
             state.setdefault("name", args.name)
@@ -113,6 +123,8 @@ class _CloudMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zones = [f"{self.region}{letter}" for letter in "abcdef"]
             return {"names": zones, "zoneIds": [f"use1-az{i}" for i in range(1, 7)]}, []
+        if args.token == "aws:ec2/getInstanceType:getInstanceType":
+            return {"instanceType": args.args["instanceType"], "defaultVcpus": 16}, []
         if args.token == "aws:ec2/getAmi:getAmi":
             return {"id": "ami-0123456789abcdef0", "architecture": "x86_64"}, []
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":

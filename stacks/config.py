@@ -18,7 +18,9 @@ from typing import Any
 from stacks.fields import ConfigError, Fields, min_desired_max, parse_cidr
 
 PROJECT = "spotburst"
-KNOWN_EXPERIMENTS = ("doll",)
+KNOWN_EXPERIMENTS = ("doll", "burst")
+# What every burst node installs next to Ray, at the versions installed here.
+BURST_NODE_PACKAGES = ("numpy", "pillow", "boto3")
 _INSTANCE_TYPE = r"[a-z][a-z0-9-]*\.[a-z0-9]+"
 _REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d"
 
@@ -59,6 +61,18 @@ class DollConfig:
 
 
 @dataclass(frozen=True)
+class BurstConfig:
+    onprem_cidr: str
+    cloud_cidr: str
+    instance_type: str
+    login_nodes: int
+    hpc_workers: int
+    cloud_nodes: int
+    login_disk_gb: int
+    worker_disk_gb: int
+
+
+@dataclass(frozen=True)
 class BucketConfig:
     force_destroy: bool
     versioning: bool
@@ -73,8 +87,10 @@ class SpotburstConfig:
     admin_cidrs: tuple[str, ...]
     bucket: BucketConfig
     doll: DollConfig
+    burst: BurstConfig
     ray_version: str
     ray_image: str
+    node_packages: tuple[str, ...]
 
     @property
     def name_prefix(self) -> str:
@@ -86,6 +102,12 @@ def installed_ray_image() -> tuple[str, str]:
     ray_version = version("ray")
     python_tag = f"py{sys.version_info.major}{sys.version_info.minor}"
     return ray_version, f"rayproject/ray:{ray_version}-{python_tag}"
+
+
+def pinned_node_packages() -> tuple[str, ...]:
+    """pip requirements for burst nodes: the same Ray and workload libraries as here."""
+    ray = f"ray[default]=={version('ray')}"
+    return (ray, *(f"{name}=={version(name)}" for name in BURST_NODE_PACKAGES))
 
 
 def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
@@ -100,7 +122,7 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         if key.startswith(f"{PROJECT}:")
     }
     top = Fields(PROJECT, ours, separator=":")
-    top.reject_unknown({"experiments", "adminCidrs", "bucket", "doll"})
+    top.reject_unknown({"experiments", "adminCidrs", "bucket", "doll", "burst"})
     experiments = _experiments(top)
     admin_cidrs = _admin_cidrs(top)
     ray_version, ray_image = installed_ray_image()
@@ -111,8 +133,10 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         admin_cidrs=admin_cidrs,
         bucket=_bucket(top.object("bucket")),
         doll=_doll(top.object("doll")),
+        burst=_burst(top.object("burst")),
         ray_version=ray_version,
         ray_image=ray_image,
+        node_packages=pinned_node_packages(),
     )
     _reject_overlapping_networks(config)
     return config
@@ -183,6 +207,38 @@ def _doll(fields: Fields) -> DollConfig:
     )
 
 
+def _burst(fields: Fields) -> BurstConfig:
+    fields.reject_unknown(
+        {
+            "onpremCidr",
+            "cloudCidr",
+            "instanceType",
+            "loginNodes",
+            "hpcWorkers",
+            "cloudNodes",
+            "loginDiskGb",
+            "workerDiskGb",
+        }
+    )
+    if fields.raw("loginNodes") != 1:
+        raise ConfigError(
+            f"{fields.key('loginNodes')}: {fields.raw('loginNodes')!r} is not allowed; the login "
+            "node runs the Ray head, so exactly 1"
+        )
+    return BurstConfig(
+        onprem_cidr=fields.cidr("onpremCidr", private=True),
+        cloud_cidr=fields.cidr("cloudCidr", private=True),
+        instance_type=fields.string(
+            "instanceType", _INSTANCE_TYPE, "an EC2 instance type such as r5.4xlarge"
+        ),
+        login_nodes=1,
+        hpc_workers=fields.integer("hpcWorkers", 0),
+        cloud_nodes=fields.integer("cloudNodes", 1),
+        login_disk_gb=fields.integer("loginDiskGb", 8, 16384),
+        worker_disk_gb=fields.integer("workerDiskGb", 8, 16384),
+    )
+
+
 def _head_nodes(fields: Fields) -> NodeGroupConfig:
     fields.reject_unknown({"instanceType", "count"})
     instance_type = fields.string(
@@ -215,9 +271,12 @@ def _ray_workers(fields: Fields) -> RayWorkersConfig:
 
 
 def _reject_overlapping_networks(config: SpotburstConfig) -> None:
-    networks = (
-        {f"{PROJECT}:doll.vpcCidr": config.doll.vpc_cidr} if "doll" in config.experiments else {}
-    )
+    networks: dict[str, str] = {}
+    if "doll" in config.experiments:
+        networks[f"{PROJECT}:doll.vpcCidr"] = config.doll.vpc_cidr
+    if "burst" in config.experiments:
+        networks[f"{PROJECT}:burst.onpremCidr"] = config.burst.onprem_cidr
+        networks[f"{PROJECT}:burst.cloudCidr"] = config.burst.cloud_cidr
     seen: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
     for key, cidr in networks.items():
         network = ipaddress.ip_network(cidr)

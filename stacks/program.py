@@ -5,10 +5,11 @@ from __future__ import annotations
 import pulumi
 
 from components.data_bucket import DataBucket, DataBucketArgs
+from stacks.burst import build_burst
 from stacks.config import PROJECT, SpotburstConfig
 from stacks.doll import build_doll
 
-EXPERIMENTS = {"doll": build_doll}
+EXPERIMENTS = {"doll": build_doll, "burst": build_burst}
 
 
 def build(config: SpotburstConfig) -> dict[str, pulumi.Input]:

@@ -170,3 +170,25 @@ def test_the_real_entry_point_exports_the_outputs(dev_config: dict[str, str]) ->
         for registration in monitor.resources.values()
     }
     assert {"spotburst:kuberay:KubeRay", "kubernetes:ray.io/v1:RayCluster"} <= types
+
+
+BAD_BURST_CONFIG = [
+    ({"cloudCidr": "10.0.128.0/17"}, ["spotburst:burst.cloudCidr", "overlaps", "onpremCidr"]),
+    ({"onpremCidr": "10.42.0.0/16"}, ["spotburst:burst.onpremCidr", "overlaps", "doll.vpcCidr"]),
+    ({"cloudCidr": "11.0.0.0/16"}, ["spotburst:burst.cloudCidr", "not private"]),
+    ({"loginNodes": 0}, ["spotburst:burst.loginNodes", "exactly 1"]),
+    ({"hpcWorkers": -1}, ["spotburst:burst.hpcWorkers", ">= 0"]),
+    ({"cloudNodes": 0}, ["spotburst:burst.cloudNodes", ">= 1"]),
+    ({"workerDiskGb": 2}, ["spotburst:burst.workerDiskGb", "between 8 and 16384"]),
+    ({"instanceType": ""}, ["spotburst:burst.instanceType", "r5.4xlarge"]),
+]
+
+
+@pytest.mark.parametrize(("change", "words"), BAD_BURST_CONFIG)
+def test_bad_burst_value_names_the_key(
+    dev_config: dict[str, str], change: dict[str, Any], words: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(_edit(dev_config, "spotburst:burst", lambda value: {**value, **change}), "dev")
+    for word in words:
+        assert word in str(error.value)

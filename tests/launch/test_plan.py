@@ -29,16 +29,20 @@ def test_plan_groups_resources_under_their_components() -> None:
 def test_hourly_cost_adds_control_plane_nat_and_nodes_at_desired_size() -> None:
     table = load_price_table()
     run, cost = plan("dev")
-    doll = run.config.doll
-    prices = table["instances"]
+    doll, burst = run.config.doll, run.config.burst
+    prices, hourly = table["instances"], table["hourly"]
+    burst_nodes = burst.login_nodes + burst.hpc_workers + burst.cloud_nodes
     expected = (
-        table["hourly"]["eks_control_plane"]
-        + table["hourly"]["nat_gateway"]
-        + table["hourly"]["public_ipv4_address"]
+        hourly["eks_control_plane"]
+        + 2 * hourly["nat_gateway"]  # the DOLL VPC's and the on-prem site's
+        # the two NAT addresses, the login node and every cloud node
+        + (2 + 1 + burst.cloud_nodes) * hourly["public_ipv4_address"]
         + doll.head_nodes.desired_size * prices[doll.head_nodes.instance_types[0]]["on_demand"]
         + doll.worker_nodes.desired_size
         * mean(prices[name]["spot"] for name in doll.worker_nodes.instance_types)
+        + burst_nodes * prices[burst.instance_type]["on_demand"]
     )
+    assert run.config.experiments == ("doll", "burst")
     assert cost.hourly_total == pytest.approx(expected)
     assert f"${cost.hourly_total:8.3f}" in render_plan(run, cost)
 

@@ -1,0 +1,43 @@
+"""The burst experiment: the on-prem/cloud site pair with Ray nodes managed through SSM."""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.burst_sites import BurstSites, BurstSitesArgs
+from components.data_bucket import DataBucket
+from netem.topology import CLOUD, GCS_PORT, ONPREM
+from stacks.config import SpotburstConfig
+
+
+def build_burst(
+    config: SpotburstConfig, bucket: DataBucket, tags: dict[str, str]
+) -> dict[str, pulumi.Input]:
+    """Declare the burst sites; return the stack outputs the run and netem tasks need."""
+    burst = config.burst
+    sites = BurstSites(
+        "burst",
+        BurstSitesArgs(
+            onprem_cidr=burst.onprem_cidr,
+            cloud_cidr=burst.cloud_cidr,
+            instance_type=burst.instance_type,
+            hpc_workers=burst.hpc_workers,
+            cloud_nodes=burst.cloud_nodes,
+            login_disk_gb=burst.login_disk_gb,
+            worker_disk_gb=burst.worker_disk_gb,
+            admin_cidrs=list(config.admin_cidrs),
+            bucket_arn=bucket.bucket_arn,
+            packages=list(config.node_packages),
+            tags=tags,
+        ),
+    )
+    return {
+        "burstInstanceIds": sites.instance_ids,
+        "burstPrivateIps": sites.private_ips,
+        "burstHeadAddress": sites.head_ip.apply(lambda ip: f"{ip}:{GCS_PORT}"),
+        "burstSiteCidrs": {ONPREM: burst.onprem_cidr, CLOUD: burst.cloud_cidr},
+        "burstEfs": {
+            site: {"fileSystemId": sites.file_system_ids[site], "mountIp": sites.mount_ips[site]}
+            for site in (ONPREM, CLOUD)
+        },
+    }
