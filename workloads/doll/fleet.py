@@ -1,8 +1,10 @@
 """The worker actors of a run: one slot per worker, each slot holding its current actor.
 
 A slot's actor is replaced when the `kill` preemption mode kills it, or when it dies for
-real (its node is lost): the fresh actor gets a new key, so the parameter server can never
-confuse its batches with the dead one's.
+real (its node is lost): a fresh actor, never used before, takes the slot under a new key,
+so the parameter server can never confuse its batches with the dead one's. Fresh actors
+come from a small pool started in advance: Ray needs about a second to start a process,
+and that time is not compressed like the rest of the experiment.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 import ray
 
 from workloads.doll.worker import StreamWorker
+
+SPARES = 2
 
 
 @dataclass
@@ -39,21 +43,28 @@ class Fleet:
         self.hidden = hidden
         self.parameter_server = parameter_server
         self.slots = [Slot(index, rate) for index, rate in enumerate(rates)]
+        self.spares = [self._new_actor() for _ in range(SPARES)]
         for slot in self.slots:
-            self._start_actor(slot)
-        ray.get([slot.actor.ready.remote() for slot in self.slots])
+            self._install(slot, self._new_actor())
+        ray.get([actor.ready.remote() for actor in [*self.spares, *self.actors()]])
 
-    def _start_actor(self, slot: Slot) -> None:
-        slot.actor = StreamWorker.options(max_concurrency=64).remote(
-            slot.key, slot.rate, self.batch_size, self.hidden, self.parameter_server
+    def actors(self) -> list[Any]:
+        return [slot.actor for slot in self.slots]
+
+    def _new_actor(self) -> Any:
+        return StreamWorker.options(max_concurrency=64).remote(
+            self.batch_size, self.hidden, self.parameter_server
         )
-        slot.lifeline = slot.actor.lifeline.remote()
+
+    def _install(self, slot: Slot, actor: Any) -> None:
+        slot.actor = actor
+        slot.lifeline = actor.lifeline.remote()
         slot.commands = 0
         slot.up = False
 
     def begin(self, seed: int) -> None:
         """Every worker down with nothing buffered, streams seeded for this run."""
-        ray.get([s.actor.begin.remote(seed * 1000 + s.index) for s in self.slots])
+        ray.get([s.actor.begin.remote(s.key, s.rate, seed * 1000 + s.index) for s in self.slots])
         for slot in self.slots:
             slot.up = False
 
@@ -65,14 +76,17 @@ class Fleet:
         slot.commands += 1
         slot.actor.set_up.remote(up, slot.commands)
 
-    def replace(self, slot: Slot, kill: bool) -> None:
+    def replace(self, slot: Slot, kill: bool) -> Any:
         """A fresh actor in the slot, down until told otherwise (the old one killed first
-        when `kill`)."""
+        when `kill`); returns the fresh actor's ready() reference."""
         if kill:
             ray.kill(slot.actor, no_restart=True)
         slot.generation += 1
-        self._start_actor(slot)
-        slot.actor.begin.remote(slot.generation * 7919 + slot.index)
+        fresh = self.spares.pop(0) if self.spares else self._new_actor()
+        self.spares.append(self._new_actor())
+        self._install(slot, fresh)
+        fresh.begin.remote(slot.key, slot.rate, slot.generation * 7919 + slot.index)
+        return fresh.ready.remote()
 
     def lost(self) -> list[Slot]:
         """Slots whose actor died without being killed here."""
@@ -94,5 +108,5 @@ class Fleet:
         ]
 
     def shutdown(self) -> None:
-        for slot in self.slots:
-            ray.kill(slot.actor, no_restart=True)
+        for actor in [*self.actors(), *self.spares]:
+            ray.kill(actor, no_restart=True)

@@ -191,8 +191,7 @@ class PolicyRun:
         for slot in self.fleet.lost():
             self.events.append({"t": now, "worker": slot.index, "event": "lost"})
             self.say(f"[{self.policy}] worker {slot.index} lost; replacing it")
-            self.fleet.replace(slot, kill=False)
-            self.lost[slot.index] = slot.actor.ready.remote()
+            self.lost[slot.index] = self.fleet.replace(slot, kill=False)
         if self.lost:
             refs = list(self.lost.values())
             back, _ = ray.wait(refs, num_returns=len(refs), timeout=0)

@@ -16,11 +16,9 @@ from workloads.doll.model import Mlp
 
 @ray.remote
 class StreamWorker:
-    def __init__(
-        self, key: str, rate: float, batch_size: int, hidden: int, parameter_server: object
-    ) -> None:
-        self.key = key
-        self.rate = rate
+    def __init__(self, batch_size: int, hidden: int, parameter_server: object) -> None:
+        self.key = ""
+        self.rate = 1.0
         self.batch_size = batch_size
         self.model = Mlp(hidden)
         self.digits = load_split()
@@ -38,15 +36,17 @@ class StreamWorker:
         self.clock = 0.0
         self.stream: asyncio.Task[None] | None = None
 
-    async def ready(self) -> str:
-        return self.key
+    async def ready(self) -> bool:
+        return True
 
     async def lifeline(self) -> None:
         """Never returns: its result turns into an error the moment this actor dies."""
         await asyncio.Event().wait()
 
-    async def begin(self, seed: int) -> None:
-        """Start a new run: down, nothing buffered, counters at zero."""
+    async def begin(self, key: str, rate: float, seed: int) -> None:
+        """Start a new run as worker `key` with rate λ: down, nothing buffered, counters at
+        zero."""
+        self.key, self.rate = key, rate
         self.rng = np.random.default_rng(seed)
         self._go_down()
         self.arrivals, self.up_s = 0, 0.0

@@ -1,0 +1,132 @@
+"""The workload on a real local Ray, at a small size: 4 workers, θ₀ = 5 s per policy."""
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import ray
+
+from workloads.common.provenance import sha256_of
+from workloads.common.results import read_records
+from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
+from workloads.doll.config import DollConfig
+from workloads.doll.experiment import run_experiment, start_servers
+from workloads.doll.figures import draw
+from workloads.doll.policy_run import PolicyRun, Servers
+from workloads.doll.trace import load_trace
+
+SMALL = DollConfig(
+    workers=4,
+    batches=160,
+    batch_size=16,
+    rate=128.0,
+    k=2,
+    eval_every=10,
+    alpha=0.8,
+    refresh_s=0.005,
+    adapt_interval_s=0.25,
+    seed=1,
+)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def servers(local_ray: None) -> Iterator[Servers]:
+    started = start_servers(SMALL, load_trace(SMALL.trace, SMALL.zone, SMALL.product))
+    yield started
+    started.fleet.shutdown()
+
+
+def test_three_policies_write_summary_records_and_figures(local_ray: None, tmp_path: Path) -> None:
+    lines: list[str] = []
+    storage = run_experiment(replace(SMALL, out=str(tmp_path / "run")), lines.append)
+    summary = json.loads(storage.read_bytes("summary.json"))
+    assert summary["trace"] == {
+        "file": SMALL.trace.name,
+        "zone": "ca-central-1b",
+        "product": "SUSE Linux",
+    }
+    policies = summary["policies"]
+    assert set(policies) == {"on-demand", "static", "adaptive"}
+    for name, result in policies.items():
+        assert result["batches"] == SMALL.batches
+        assert result["duplicates_rejected"] == 0
+        assert result["accuracy"] >= 0.6, name
+        assert any(line.startswith(f"[{name}] done") for line in lines)
+    on_demand, static = policies["on-demand"], policies["static"]
+    assert on_demand["cost"] == pytest.approx(4 * 0.286 * on_demand["finish_s"] / 3600, rel=1e-9)
+    assert on_demand["finish_s"] == pytest.approx(on_demand["theta0_s"], rel=0.15)
+    assert on_demand["cost_bound"] is None and on_demand["cost_ratio"] == 1.0
+    work = SMALL.batches * SMALL.batch_size
+    spot = static_spot_count(4, 128.0, work, static["deadline_s"], 0.8)
+    assert static["mean_spot_workers"] == pytest.approx(spot)
+    assert static["cost_expected"] == pytest.approx(
+        predicted_cost_ratio(
+            [128.0] * 4, spot, spot * 128.0, 0.8, summary["mean_spot_price"], 0.286
+        )
+    )
+    assert static["cost_ratio"] < 1.0
+    timeline = read_records(storage, "static_timeline")
+    costs = [row["cost"] for row in timeline]
+    assert costs == sorted(costs) and costs[-1] == pytest.approx(static["cost"])
+    tests = read_records(storage, "adaptive_test")
+    assert tests[-1]["processed"] == SMALL.batches
+    provenance = json.loads(storage.read_bytes("provenance.json"))
+    assert provenance["inputs"]["trace"]["sha256"] == sha256_of(SMALL.trace)
+    assert provenance["parameters"]["workers"] == 4
+    drawn = draw(tmp_path / "run")
+    assert [path.name for path in drawn] == [
+        "cost_vs_time.png",
+        "accuracy_vs_cost.png",
+        "cost_ratio.png",
+    ]
+    assert all(path.stat().st_size > 1000 for path in drawn)
+
+
+def test_kill_mode_really_kills_and_replaces_workers(servers: Servers) -> None:
+    before = [slot.actor for slot in servers.fleet.slots]
+    config = replace(SMALL, policies=("static",), preemption="kill", alpha=0.5, deadline_factor=1.5)
+    result = asyncio.run(PolicyRun("static", config, servers, lambda line: None).run())
+    assert result.summary["preemptions"] > 0
+    assert result.summary["batches"] == SMALL.batches
+    assert result.summary["duplicates_rejected"] == 0
+    replaced = [
+        old for old, slot in zip(before, servers.fleet.slots, strict=True) if slot.generation > 0
+    ]
+    assert replaced, "no worker was replaced"
+    for old in replaced:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(old.ready.remote(), timeout=30)
+
+
+def test_a_worker_that_dies_for_real_counts_as_preempted_until_replaced(
+    servers: Servers,
+) -> None:
+    victim = servers.fleet.slots[0]
+    generation = victim.generation
+    killed: list[bool] = []
+
+    def kill_once_running(line: str) -> None:
+        if not killed and "batches (" in line and not line.split("]")[1].startswith(" 0/"):
+            ray.kill(victim.actor, no_restart=True)
+            killed.append(True)
+
+    config = replace(SMALL, policies=("on-demand",))
+    result = asyncio.run(PolicyRun("on-demand", config, servers, kill_once_running).run())
+    assert killed
+    events = [
+        event["event"] for event in result.records["on-demand_events"] if event["worker"] == 0
+    ]
+    assert events[:2] == ["lost", "back"]
+    assert victim.generation == generation + 1
+    assert result.summary["batches"] == SMALL.batches
+    assert result.summary["duplicates_rejected"] == 0

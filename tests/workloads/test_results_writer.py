@@ -1,0 +1,57 @@
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from workloads.common.provenance import GIT_COMMIT_ENV, provenance, sha256_of
+from workloads.common.results import ResultsWriter, default_location, read_records
+from workloads.common.storage import LocalStorage, copy_all, open_storage
+from workloads.common.transport import encode, find_in_log
+
+
+def test_writer_writes_the_folder_shape(tmp_path: Path, capsys) -> None:
+    writer = ResultsWriter("demo", str(tmp_path / "run"))
+    writer.add_records("timeline", [{"t": 0.0}, {"t": 1.5}])
+    writer.add_records("timeline", [{"t": 2.0}])
+    storage = writer.finish({"answer": 42}, {"seeds": {"seed": 1}}, to_log=True)
+    assert storage.names() == ["provenance.json", "records/timeline.jsonl", "summary.json"]
+    assert json.loads(storage.read_bytes("summary.json")) == {"answer": 42}
+    assert [row["t"] for row in read_records(storage, "timeline")] == [0.0, 1.5, 2.0]
+    carried = find_in_log("noise\n" + capsys.readouterr().out + "more noise\n")
+    assert carried is not None and carried["summary.json"] == storage.read_bytes("summary.json")
+
+
+def test_nothing_is_written_before_finish(tmp_path: Path) -> None:
+    ResultsWriter("demo", str(tmp_path / "run")).add_records("x", [{"a": 1}])
+    assert not (tmp_path / "run").exists()
+
+
+def test_default_location_is_per_workload_and_time() -> None:
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert default_location("doll", moment) == "results/doll/20260102T030405Z"
+
+
+def test_transport_refuses_paths_leaving_the_folder() -> None:
+    line = encode({"../escape": b"x"})
+    try:
+        find_in_log(line)
+    except ValueError as error:
+        assert "unsafe" in str(error)
+    else:
+        raise AssertionError("an archive escaping the folder was accepted")
+
+
+def test_provenance_records_inputs_and_the_passed_commit(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(GIT_COMMIT_ENV, "abc123")
+    trace = tmp_path / "trace.json"
+    trace.write_text("{}")
+    document = provenance({"k": 4}, {"trace": trace}, "local", {"seed": 7})
+    assert document["git_commit"] == "abc123"
+    assert document["inputs"]["trace"] == {"file": "trace.json", "sha256": sha256_of(trace)}
+    assert document["ray"] == "2.60.0" and document["seeds"] == {"seed": 7}
+
+
+def test_local_storage_copy(tmp_path: Path) -> None:
+    source = open_storage(str(tmp_path / "a"))
+    source.write_bytes("records/x.jsonl", b"1\n")
+    assert copy_all(source, LocalStorage(tmp_path / "b")) == ["records/x.jsonl"]
+    assert (tmp_path / "b" / "records" / "x.jsonl").read_bytes() == b"1\n"
