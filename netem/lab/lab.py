@@ -118,12 +118,14 @@ def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progr
         pids = _lab_pids(state)
         if pids:
             progress(f"stopping {len(pids)} lab processes")
-        leftover = terminate(pids)
-        for _ in range(3):  # processes spawned while the first ones stopped
-            late = _lab_pids(state) - leftover
-            if not late:
+        # The recorded `ray start --block` processes first: each stops its own node cleanly.
+        leftover = terminate(set(state.pids) & pids, grace_s=10)
+        for _ in range(3):  # then whatever is left, and anything started meanwhile
+            rest = _lab_pids(state) - leftover
+            if not rest:
                 break
-            leftover |= terminate(late)
+            pids |= rest
+            leftover |= terminate(rest)
         removed += [f"pid {pid}" for pid in sorted(pids - leftover)]
         for namespace in state.namespaces:
             netns.delete_namespace(namespace)

@@ -57,6 +57,8 @@ def load_state(lab_id: str | None = None) -> LabState:
     """The state of lab `lab_id`, or of the only lab recorded when no id is given."""
     if lab_id is None:
         known = recorded_lab_ids()
+        if not known:
+            raise LabNotFound(f"no lab is up (none recorded in {state_dir()})")
         if len(known) != 1:
             listing = ", ".join(known) if known else "none"
             raise LabNotFound(f"give a lab id: {len(known)} labs recorded in {state_dir()} "
