@@ -1,7 +1,14 @@
 """The local two-site lab (see netem.lab.lab)."""
 
 from netem.lab.description import LabDescription
-from netem.lab.lab import LabTeardownError, lab_status, start_lab, stop_lab, two_site_lab
+from netem.lab.lab import (
+    LabTeardownError,
+    lab_status,
+    running_lab,
+    start_lab,
+    stop_lab,
+    two_site_lab,
+)
 from netem.lab.state import LabNotFound, recorded_lab_ids
 
 __all__ = [
@@ -10,6 +17,7 @@ __all__ = [
     "LabTeardownError",
     "lab_status",
     "recorded_lab_ids",
+    "running_lab",
     "start_lab",
     "stop_lab",
     "two_site_lab",

@@ -35,7 +35,7 @@ from netem.lab.description import LabDescription
 from netem.lab.processes import MARKER_ENV, is_alive, marked_pids, terminate
 from netem.lab.services import moto_argv, probe, ray_node_argv, start_process
 from netem.lab.sites import site_prefix
-from netem.lab.state import LabState, load_state
+from netem.lab.state import LabNotFound, LabState, load_state
 from netem.profile import Profile
 from netem.topology import CLOUD, CLOUD_ROLE, HPC, LOGIN, ONPREM, SITES, RayPorts, peer_site
 
@@ -142,6 +142,14 @@ def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progr
     return removed
 
 
+def running_lab(lab_id: str | None = None) -> LabDescription:
+    """The description of a lab started earlier (`invoke lab-up`), to run a workload in it."""
+    state = load_state(lab_id)
+    if state.description is None:
+        raise LabNotFound(f"lab {state.lab_id} is not up (it is starting or failed to start)")
+    return LabDescription.from_dict(state.description)
+
+
 def lab_status(lab_id: str | None = None) -> dict[str, Any]:
     """The recorded description of a lab plus what of it is alive now."""
     state = load_state(lab_id)
@@ -169,9 +177,16 @@ def _resolve_kind(kind: str) -> str:
 
 
 def _new_temp_dir(state: LabState) -> Path:
-    temp_dir = Path(tempfile.mkdtemp(prefix=f"sb-{state.lab_id}-"))
+    """The lab's directory, recorded before it is made (an interrupt cannot orphan it)."""
+    temp_dir = Path(tempfile.gettempdir()) / f"sb-{state.lab_id}"
     state.temp_dir = str(temp_dir)
     state.save()
+    try:
+        temp_dir.mkdir(mode=0o700)
+    except FileExistsError:
+        state.temp_dir = ""  # not ours: never remove it
+        state.save()
+        raise
     for sub in ("logs", "storage/onprem", "storage/cloud"):
         (temp_dir / sub).mkdir(parents=True)
     token_path = temp_dir / "ray_auth_token"
@@ -197,6 +212,9 @@ def _build_netns(state: LabState, profile: Profile, nodes: list[NodeSpec],
     namespaces = {part: namespace_name(state.lab_id, part)
                   for part in (ONPREM, CLOUD, S3_NAMESPACE_ROLE)}
     progress(f"creating namespaces {', '.join(namespaces.values())}")
+    taken = netns.existing_namespaces() & set(namespaces.values())
+    if taken:
+        raise RuntimeError(f"namespaces already exist, not ours to use: {', '.join(taken)}")
     for namespace in namespaces.values():
         state.namespaces.append(namespace)
         state.save()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import socket
 import sys
 import time
@@ -50,7 +51,7 @@ def wait_tcp(host: str, port: int, timeout_s: float) -> dict[str, Any]:
 def wait_ray_nodes(address: str, count: int, timeout_s: float) -> dict[str, Any]:
     import ray
 
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     try:
         deadline = time.monotonic() + timeout_s
         alive: list[dict[str, Any]] = []

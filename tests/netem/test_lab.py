@@ -6,12 +6,13 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from netem.lab import LabDescription, lab_status, two_site_lab
+from netem.lab import LabDescription, lab_status, running_lab, two_site_lab
 from netem.lab.netns import existing_namespaces, netns_supported
 from netem.lab.processes import marked_pids
 from netem.lab.state import recorded_lab_ids, state_dir
@@ -30,7 +31,7 @@ def private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def assert_nothing_left(lab_id: str) -> None:
     assert not [ns for ns in existing_namespaces() if ns.startswith(f"sb-{lab_id}-")]
     assert marked_pids(lab_id) == set()
-    assert not list(Path("/tmp").glob(f"sb-{lab_id}-*"))
+    assert not (Path(tempfile.gettempdir()) / f"sb-{lab_id}").exists()
     assert not (state_dir() / f"{lab_id}.json").exists()
 
 
@@ -120,6 +121,9 @@ def test_lab_up_and_lab_down_are_separate_processes() -> None:
                             capture_output=True, text=True, timeout=60)
     assert json.loads(status.stdout)["namespaces_present"] == [
         f"sb-{lab['lab_id']}-{part}" for part in ("onprem", "cloud", "s3")]
+    running = running_lab()
+    assert running.lab_id == lab["lab_id"]
+    assert running.run(["true"], site="cloud", timeout=30).returncode == 0
     down = subprocess.run([sys.executable, "-m", "invoke", "lab-down"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr[-800:]
