@@ -9,22 +9,27 @@ from pathlib import Path
 
 from launch.targets import run_workload
 from launch.workload import WorkloadRun
+from workloads.doll.config import from_args
 from workloads.doll.figures import draw
+from workloads.doll.trace import load_trace
 
 
 @dataclass(frozen=True)
 class DollOptions:
+    """The flags as the user typed them (None: not given); the workload's own parser
+    checks them."""
+
     policy: str | None = None
-    deadline: float | None = None
-    alpha: float | None = None
-    workers: int | None = None
+    deadline: str | None = None
+    alpha: str | None = None
+    workers: str | None = None
     rates: str | None = None
     trace: Path | None = None
     zone: str | None = None
     product: str | None = None
-    on_demand_price: float | None = None
+    on_demand_price: str | None = None
     preemption: str | None = None
-    seed: int | None = None
+    seed: str | None = None
 
     def workload_run(self) -> WorkloadRun:
         """Only the flags given are passed: the workload owns the defaults."""
@@ -57,7 +62,12 @@ def run_doll(
     out: Path | None = None,
     show: Callable[[str], None] = print,
 ) -> Path:
-    """Run DOLL on the target, then draw its figures; returns the local results folder."""
-    folder = run_workload(options.workload_run(), address, stack, out, show)
+    """Check the flags and trace here, run DOLL on the target, then draw its figures;
+    returns the local results folder."""
+    run = options.workload_run()
+    trace_flag = [part for flag, path in run.inputs.items() for part in (flag, str(path))]
+    config = from_args([*run.args, *trace_flag])
+    load_trace(config.trace, config.zone, config.product)
+    folder = run_workload(run, address, stack, out, show)
     draw(folder)
     return folder

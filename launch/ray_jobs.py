@@ -4,16 +4,16 @@ code as `runtime_env.working_dir`, stream its log, and return the log once it en
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
 
+from ray._private.authentication.authentication_token_setup import (
+    maybe_enable_token_auth_if_token_available,
+)
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from workloads.common.transport import MARKER
-
-TOKEN_FILE = Path.home() / ".ray" / "auth_token"
 
 
 class JobFailed(RuntimeError):
@@ -21,15 +21,12 @@ class JobFailed(RuntimeError):
 
 
 def use_token_auth_if_available() -> None:
-    """Ray 2.60 clusters started locally require a token: a Jobs client sends one only with
-    RAY_AUTH_MODE=token, so turn that on when a token can be found and nothing was chosen."""
-    has_token = (
-        "RAY_AUTH_TOKEN" in os.environ
-        or "RAY_AUTH_TOKEN_PATH" in os.environ
-        or TOKEN_FILE.is_file()
-    )
-    if has_token and "RAY_AUTH_MODE" not in os.environ:
-        os.environ["RAY_AUTH_MODE"] = "token"
+    """Ray 2.60 clusters started locally require a token, and a Jobs client sends one only in
+    token mode. When RAY_AUTH_MODE is unset and a token can be found (~/.ray/auth_token,
+    RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN), switch this process to token mode the way
+    `ray.init()` does when it joins a cluster (the mode is cached when Ray is imported, so
+    setting the variable alone is too late)."""
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None]) -> None:

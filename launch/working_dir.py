@@ -29,8 +29,8 @@ def staged_working_dir(
         for index, (flag, path) in enumerate(sorted(inputs.items())):
             if not path.is_file():
                 raise FileNotFoundError(f"{flag} {path}: no such file")
-            staged = Path("inputs") / f"{index}-{path.name}"
-            (root / staged).parent.mkdir(exist_ok=True)
+            staged = Path("inputs") / str(index) / path.name
+            (root / staged).parent.mkdir(parents=True)
             shutil.copy2(path, root / staged)
             relative[flag] = staged.as_posix()
         yield root, relative
