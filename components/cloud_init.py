@@ -47,7 +47,8 @@ mkdir -p /etc/spotburst
 cat > {NODE_FILE} <<'NODE'
 {node}
 NODE
-dnf install -y python3.11 nfs-utils
+# iproute-tc and sch_netem (kernel-modules-extra) let `invoke netem` shape this node's link.
+dnf install -y python3.11 nfs-utils iproute-tc "kernel-modules-extra-$(uname -r)"
 python3.11 -m venv {VENV}
 {VENV}/bin/pip install --no-cache-dir {packages}
 

@@ -202,6 +202,7 @@ def test_user_data_installs_the_pinned_ray_and_mounts_its_sites_efs_by_ip(
     assert other_ip not in user_data
     assert json.dumps({"role": role, "site": site}) in user_data
     assert "systemctl enable --now spotburst-ray.service" in user_data
+    assert "iproute-tc" in user_data and "kernel-modules-extra" in user_data  # for invoke netem
     assert "Restart=always" in user_data
     assert f"--labels=site={site},role={role}" in _ray_start(user_data)
 
