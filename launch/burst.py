@@ -1,0 +1,208 @@
+"""`invoke run-burst` / `sweep-burst`: the burst workload in the local two-site lab (the
+default) or on the AWS burst stack, its figures drawn here from the records that came back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from launch import pulumi_cli
+from launch.netem_aws import StackOutputsError, format_statuses, netem_on_stack
+from launch.ssm_tunnel import ssm_port_forward
+from launch.targets import Remote, run_remote
+from launch.workload import WorkloadRun
+from netem.lab import LabDescription, two_site_lab
+from netem.profile import Profile, load_profile
+from netem.topology import DASHBOARD_PORT, LOGIN, ONPREM
+from workloads.burst.figures import draw, draw_sweep
+from workloads.burst.summary import format_table
+from workloads.common.results import default_location, read_json
+from workloads.common.storage import LocalStorage
+
+PROJECT_DIR = pulumi_cli.PROJECT_DIR
+LAB_BUCKET = "spotburst-burst"
+AWS_SHARE = "/home/ec2-user/share/burst"
+Show = Callable[[str], None]
+Watch = Callable[[str, LabDescription], None]
+
+
+@dataclass(frozen=True)
+class BurstOptions:
+    workload: str = "image"
+    data: str = "nfs"
+    scheduler: str = "both"
+    images: int | None = None
+    image_side: int | None = None
+    directories: int | None = None
+    images_per_directory: int | None = None
+    task_cpus: int | None = None
+    seed: int | None = None
+    kind: str = "auto"
+    cloud_nodes: int = 1
+    hpc_cpus: int = 2
+    cloud_cpus: int = 2
+
+    def workload_args(self, profile: Profile) -> list[str]:
+        """The workload's flags; sizes only when given (the workload owns the defaults)."""
+        flags: dict[str, Any] = {
+            "--workload": self.workload, "--data": self.data, "--scheduler": self.scheduler,
+            "--images": self.images, "--image-side": self.image_side,
+            "--directories": self.directories,
+            "--images-per-directory": self.images_per_directory,
+            "--task-cpus": self.task_cpus, "--seed": self.seed,
+            "--bandwidth-mbit": profile.cross_site(ONPREM).bandwidth_mbit,
+            "--profile": profile.name,
+        }
+        return [part for flag, value in flags.items() if value is not None
+                for part in (flag, str(value))]
+
+
+def profile_file(profile: Profile) -> Path | None:
+    """The profile's file: a path, or the packaged seed file of a named profile."""
+    if profile.source.startswith("builtin:"):
+        return Path(str(resources.files("netem.profiles").joinpath(f"{profile.name}.json")))
+    path = Path(profile.source)
+    return path if path.is_file() else None
+
+
+def run_burst(options: BurstOptions, bw: str, out: Path | None = None,
+              stack: str | None = None, show: Show = print,
+              watch: Watch | None = None) -> Path:
+    """Run the burst workload (lab, or `stack`), draw its figures; returns the folder."""
+    profile = load_profile(bw=bw)
+    local_out = (out or PROJECT_DIR / default_location("burst")).resolve()
+    if local_out.exists() and any(local_out.iterdir()):
+        raise ValueError(f"--out {local_out} already holds files")
+    if stack:
+        run_on_stack(options, profile, local_out, stack, show)
+    else:
+        run_in_lab(options, profile, local_out, show, watch)
+    draw(local_out)
+    show(format_table(read_json(LocalStorage(local_out), "summary.json")))
+    return local_out
+
+
+def lab_driver_argv(lab: LabDescription, options: BurstOptions, profile: Profile,
+                    local_out: Path) -> list[str]:
+    """The driver's command line at the lab's on-prem site (the login node's place)."""
+    env = [f"RAY_ADDRESS={lab.ray_address}"]
+    args = options.workload_args(profile) + [
+        "--lab", lab.kind, "--target", f"lab:{lab.kind}", "--out", str(local_out),
+        "--data-dir", str(Path(lab.storage[ONPREM]) / "burst-inputs"),
+        "--stage-dir", str(Path(lab.temp_dir) / "stage"),
+    ]
+    if options.data == "s3":
+        credentials = lab.s3_credentials
+        env += [f"AWS_ACCESS_KEY_ID={credentials['aws_access_key_id']}",
+                f"AWS_SECRET_ACCESS_KEY={credentials['aws_secret_access_key']}",
+                f"AWS_DEFAULT_REGION={credentials['region_name']}"]
+        args += ["--bucket", LAB_BUCKET, "--s3-endpoint", lab.s3_endpoint_url]
+    path = profile_file(profile)
+    if path is not None:
+        args += ["--profile-file", str(path)]
+    return ["env", *env, sys.executable, "-m", "workloads.burst", *args]
+
+
+def run_in_lab(options: BurstOptions, profile: Profile, local_out: Path, show: Show,
+               watch: Watch | None = None) -> None:
+    """Bring the lab up for the profile, run the driver on-prem, tear the lab down (also on
+    Ctrl-C or failure). `watch` sees every driver line (the fault test kills a node)."""
+    with two_site_lab(profile, kind=options.kind, cloud_nodes=options.cloud_nodes,
+                      hpc_cpus=options.hpc_cpus, cloud_cpus=options.cloud_cpus) as lab:
+        argv = lab.command(lab_driver_argv(lab, options, profile, local_out))
+        with _driver(argv) as driver:
+            assert driver.stdout is not None
+            for line in driver.stdout:
+                show(line.rstrip("\n"))
+                if watch is not None:
+                    watch(line, lab)
+            code = driver.wait()
+        if code != 0:
+            raise RuntimeError(f"the burst driver exited with status {code}")
+
+
+@contextmanager
+def _driver(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(argv, cwd=PROJECT_DIR, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def burst_outputs(outputs: dict[str, Any]) -> tuple[str, str, str]:
+    """(login instance id, bucket, region) from the burst stack's outputs."""
+    ids = outputs.get("burstInstanceIds")
+    logins = ids.get(LOGIN) if isinstance(ids, dict) else None
+    if not logins or not isinstance(logins, list):
+        raise StackOutputsError(f"stack output burstInstanceIds has no {LOGIN!r} instance; "
+                                "is the burst stack deployed?")
+    missing = [key for key in ("bucketName", "region") if not outputs.get(key)]
+    if missing:
+        raise StackOutputsError(f"the stack has no output {', '.join(missing)}")
+    return str(logins[0]), str(outputs["bucketName"]), str(outputs["region"])
+
+
+def stack_run(options: BurstOptions, profile: Profile, bucket: str) -> WorkloadRun:
+    args = options.workload_args(profile) + [
+        "--lab", "aws", "--data-dir", f"{AWS_SHARE}/inputs", "--stage-dir", f"{AWS_SHARE}/staged",
+    ]
+    if options.data == "s3":
+        args += ["--bucket", bucket]
+    path = profile_file(profile)
+    inputs = {"--profile-file": path} if path is not None else {}
+    return WorkloadRun("burst", "workloads.burst", tuple(args), inputs)
+
+
+def run_on_stack(options: BurstOptions, profile: Profile, local_out: Path, stack: str,
+                 show: Show, *, outputs: dict[str, Any] | None = None, ssm: Any = None) -> None:
+    """Shape the burst nodes via SSM, submit through an SSM tunnel to the login node's
+    dashboard, bring the results back through the bucket, then reset the shaping."""
+    outputs = outputs if outputs is not None else pulumi_cli.stack_outputs(stack)
+    login, bucket, region = burst_outputs(outputs)
+    statuses = netem_on_stack(stack, profile, outputs=outputs, ssm=ssm)
+    show(format_statuses(statuses))
+    try:
+        if not all(status.ok for status in statuses):
+            raise RuntimeError("shaping the burst nodes failed (see above); nothing was run")
+        with ssm_port_forward(login, DASHBOARD_PORT, region) as port:
+            remote = Remote(address=f"http://127.0.0.1:{port}", label=f"stack:{stack}",
+                            bucket=bucket, region=region)
+            run_remote(stack_run(options, profile, bucket), remote, local_out, show)
+    finally:
+        show(format_statuses(netem_on_stack(stack, None, outputs=outputs, ssm=ssm)))
+
+
+def sweep_burst(options: BurstOptions, bandwidths: list[str], out: Path | None = None,
+                stack: str | None = None, show: Show = print) -> Path:
+    """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
+    if not bandwidths:
+        raise ValueError("--bw names no bandwidth")
+    folder = (out or PROJECT_DIR / default_location("burst-sweep")).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        raise ValueError(f"--out {folder} already holds files")
+    runs = []
+    for bw in bandwidths:
+        load_profile(bw=bw)  # every value is checked before the first lab comes up
+    for bw in bandwidths:
+        show(f"=== sweep: {bw} Mbit/s ===")
+        run_folder = run_burst(options, bw, folder / f"bw-{bw}", stack, show)
+        runs.append(read_json(LocalStorage(run_folder), "summary.json"))
+    (folder / "sweep.json").write_text(json.dumps(runs, indent=2) + "\n")
+    draw_sweep(folder, runs)
+    return folder
+

@@ -1,0 +1,1 @@
+"""HPC -> cloud bursting: the image and param-server workloads under two schedulers."""

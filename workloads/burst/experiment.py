@@ -1,0 +1,128 @@
+"""The whole experiment: inputs, each scheduler in turn on the same tasks, results folder."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from netem.topology import TRANSFER_RESOURCE
+from workloads.burst.cluster import NodeInfo, alive_nodes, head_node, task_cpus
+from workloads.burst.config import BurstConfig
+from workloads.burst.data import DataSource, RunContext
+from workloads.burst.inputs import TaskSpec, ensure_inputs
+from workloads.burst.scheduling.base import RunResult, RunSetup, Say, Scheduler
+from workloads.burst.scheduling.data_aware import DataAwareScheduler
+from workloads.burst.scheduling.default import DefaultScheduler
+from workloads.burst.summary import format_table, summarize
+from workloads.burst.work import ParameterServer, Workload, warm_up
+from workloads.common.provenance import provenance
+from workloads.common.results import ResultsWriter
+from workloads.common.storage import Storage
+
+SCHEDULERS: dict[str, Scheduler] = {
+    "default": DefaultScheduler(),
+    "data-aware": DataAwareScheduler(),
+}
+
+
+def data_source(config: BurstConfig) -> DataSource:
+    if config.data == "nfs":
+        return DataSource("nfs", str(Path(config.data_dir).resolve()))
+    source = DataSource("s3", f"s3://{config.bucket}/{config.s3_prefix}", config.s3_endpoint)
+    if config.s3_endpoint:
+        _ensure_bucket(str(config.bucket), config.s3_endpoint)
+    return source
+
+
+def _ensure_bucket(bucket: str, endpoint_url: str) -> None:
+    """A local S3 starts empty: create the bucket there (a real bucket comes from the stack)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint_url)
+    if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+        client.create_bucket(Bucket=bucket)
+
+
+def warm_workers(workers: dict[str, NodeInfo], cpus: int) -> None:
+    """Start a worker process for each task shape on every node (see work.warm_up)."""
+    refs = []
+    for node_id in workers:
+        pinned = NodeAffinitySchedulingStrategy(node_id, soft=False)
+        refs.append(warm_up.options(num_cpus=cpus, scheduling_strategy=pinned).remote())
+        refs.append(
+            warm_up.options(resources={TRANSFER_RESOURCE: 1}, scheduling_strategy=pinned).remote()
+        )
+    ray.get(refs)
+
+
+def run_one(
+    name: str,
+    config: BurstConfig,
+    source: DataSource,
+    tasks: list[TaskSpec],
+    nodes: list[NodeInfo],
+    cpus: int,
+    say: Say,
+) -> tuple[RunResult, dict[str, Any]]:
+    head = head_node(nodes)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    context = RunContext(
+        source,
+        str(Path(config.stage_dir).resolve() / f"{stamp}-{name}"),
+        {n.node_id: n.site for n in nodes},
+        head.node_id,
+    )
+    server = None
+    if config.workload == "param-server":
+        server = ParameterServer.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(head.node_id, soft=False),
+            max_concurrency=64,
+        ).remote(config.seed)
+    workers = {n.node_id: n for n in nodes if n.is_worker}
+    setup = RunSetup(context, Workload(config.workload, config.seed, server), workers, cpus)
+    warm_workers(workers, cpus)
+    say(
+        f"[{name}] {len(tasks)} {config.workload} tasks, {cpus} CPUs each, on "
+        + ", ".join(f"{n.role} {n.ip} ({n.cpus} CPUs)" for n in workers.values())
+    )
+    result = SCHEDULERS[name].run(setup, tasks, say)
+    say(f"[{name}] makespan {result.makespan_s:.2f}s")
+    extra: dict[str, Any] = {}
+    if server is not None:
+        extra = ray.get(server.stats.remote())
+        ray.kill(server)
+    return result, extra
+
+
+def run_experiment(config: BurstConfig, say: Say = print) -> Storage:
+    nodes = alive_nodes()
+    cpus = task_cpus(nodes, config.task_cpus)
+    source = data_source(config)
+    tasks = ensure_inputs(config, source.storage(), say)
+    results: dict[str, RunResult] = {}
+    extras: dict[str, dict[str, Any]] = {}
+    for name in config.schedulers:
+        results[name], extras[name] = run_one(name, config, source, tasks, nodes, cpus, say)
+    workers = [n for n in nodes if n.is_worker]
+    summary = summarize(config, tasks, results, extras, workers, cpus)
+    writer = ResultsWriter("burst", config.out, config.s3_endpoint)
+    for name, result in results.items():
+        writer.add_records(f"tasks_{name}", result.records)
+    inputs = {}
+    if config.profile_file and Path(config.profile_file).is_file():
+        inputs["profile"] = Path(config.profile_file)
+    parameters = {
+        **config.parameters(),
+        "task_cpus_used": cpus,
+        "data_uri": source.uri,
+        "tasks": len(tasks),
+    }
+    document = provenance(parameters, inputs, config.target, {"inputs": config.seed})
+    storage = writer.finish(summary, document, to_log=config.results_to_log)
+    say(format_table(summary))
+    say(f"results: {storage.uri}")
+    return storage

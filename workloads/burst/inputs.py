@@ -1,0 +1,115 @@
+"""Deterministic generated inputs: one manifest of tasks plus the image files it names.
+
+Written once to the on-prem directory (nfs) or uploaded to the bucket (s3) by the driver;
+a later run with the same parameters finds the manifest and reuses the files.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from PIL import Image
+
+from workloads.burst.config import BurstConfig
+from workloads.common.storage import Storage
+
+MANIFEST = "manifest.json"
+CLASSES = 10
+JPEG_QUALITY = 90
+NOISE_SIGMA = 12.0
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One unit of work: its files (relative to the data location) and their total bytes."""
+
+    name: str
+    index: int
+    files: tuple[str, ...]
+    nbytes: int
+    labels: tuple[int, ...] = ()
+
+
+def generated_image(side_w: int, side_h: int, label: int, rng: np.random.Generator) -> bytes:
+    """A JPEG: a colour gradient tinted by `label`, with noise (so it compresses like a photo)."""
+    y, x = np.mgrid[0:side_h, 0:side_w].astype(np.float32)
+    tint = np.array([(label * 37) % 256, (label * 91) % 256, (label * 53) % 256], np.float32)
+    base = np.stack([x * 255 / side_w, y * 255 / side_h, (x + y) * 127 / (side_w + side_h)], -1)
+    pixels = 0.6 * base + 0.4 * tint + rng.normal(0, NOISE_SIGMA, (side_h, side_w, 3))
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(
+        buffer, "JPEG", quality=JPEG_QUALITY
+    )
+    return buffer.getvalue()
+
+
+def input_parameters(config: BurstConfig) -> dict[str, int | str]:
+    if config.workload == "image":
+        return {
+            "workload": "image",
+            "images": config.images,
+            "side": config.image_side,
+            "seed": config.seed,
+        }
+    return {
+        "workload": "param-server",
+        "directories": config.directories,
+        "images_per_directory": config.images_per_directory,
+        "side": config.ps_image_side,
+        "seed": config.seed,
+    }
+
+
+def _generate(params: dict[str, int | str], storage: Storage) -> list[TaskSpec]:
+    seed = int(params["seed"])
+    side = int(params["side"])
+    tasks: list[TaskSpec] = []
+    if params["workload"] == "image":
+        for index in range(int(params["images"])):
+            rng = np.random.default_rng([seed, index])
+            name = f"images/img-{index:04d}.jpg"
+            data = generated_image(side, side, index % CLASSES, rng)
+            storage.write_bytes(name, data)
+            tasks.append(TaskSpec(f"img-{index:04d}", index, (name,), len(data)))
+        return tasks
+    per_dir = int(params["images_per_directory"])
+    for index in range(int(params["directories"])):
+        files, labels, total = [], [], 0
+        for j in range(per_dir):
+            rng = np.random.default_rng([seed, index, j])
+            label = int(rng.integers(CLASSES))
+            name = f"batches/dir-{index:03d}/img-{j:03d}.jpg"
+            data = generated_image(side, side * 5 // 4, label, rng)
+            storage.write_bytes(name, data)
+            files.append(name)
+            labels.append(label)
+            total += len(data)
+        tasks.append(TaskSpec(f"dir-{index:03d}", index, tuple(files), total, tuple(labels)))
+    return tasks
+
+
+def ensure_inputs(
+    config: BurstConfig, storage: Storage, say: Callable[[str], None] = print
+) -> list[TaskSpec]:
+    """The tasks of this configuration, generating the inputs unless already there."""
+    params = input_parameters(config)
+    try:
+        manifest = json.loads(storage.read_bytes(MANIFEST))
+    except Exception:  # noqa: BLE001 - absent or unreadable: generate afresh
+        manifest = None
+    if manifest is not None and manifest.get("parameters") == params:
+        say(f"inputs: reusing {len(manifest['tasks'])} tasks at {storage.uri}")
+        return [
+            TaskSpec(**{**t, "files": tuple(t["files"]), "labels": tuple(t["labels"])})
+            for t in manifest["tasks"]
+        ]
+    say(f"inputs: generating {config.tasks} {config.workload} tasks at {storage.uri}")
+    tasks = _generate(params, storage)
+    document = {"parameters": params, "tasks": [asdict(task) for task in tasks]}
+    storage.write_bytes(MANIFEST, json.dumps(document, indent=1).encode())
+    say(f"inputs: {sum(t.nbytes for t in tasks) / 1e6:.1f} MB in {len(tasks)} tasks")
+    return tasks

@@ -1,0 +1,1 @@
+"""The two schedulers behind one interface (see scheduling.base)."""

@@ -1,0 +1,164 @@
+"""The data-aware placement policy, pure (no Ray): learned per-node speed, earliest-finish
+placement, a cap on tasks pending per node, one transfer at a time per node.
+
+Speed learning (the reference): after each task, total_c = 0.2*total_c + c,
+total_d = 0.2*total_d + compute_ms, speed = total_c / total_d (bytes per ms; transfer time
+excluded), initially 1000. The transfer rate of a node that needs its data moved is learned
+the same way from the transfers, so the finish estimate includes when the data can be there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DECAY = 0.2
+INITIAL_SPEED = 1000.0  # bytes per ms
+MAX_PENDING = 5
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    complexity: float  # bytes
+
+
+class DecayedRate:
+    """amount / time with both totals decayed by DECAY before each new observation."""
+
+    def __init__(self, initial: float | None) -> None:
+        self.total_amount = 0.0
+        self.total_time = 0.0
+        self.initial = initial
+
+    def observe(self, amount: float, duration: float) -> None:
+        self.total_amount = DECAY * self.total_amount + amount
+        self.total_time = DECAY * self.total_time + duration
+
+    @property
+    def value(self) -> float | None:
+        if self.total_time <= 0:
+            return self.initial
+        return self.total_amount / self.total_time
+
+
+@dataclass
+class NodeModel:
+    node_id: str
+    slots: int
+    needs_transfer: bool
+    speed: DecayedRate = field(default_factory=lambda: DecayedRate(INITIAL_SPEED))
+    transfer_rate: DecayedRate = field(default_factory=lambda: DecayedRate(None))  # bytes/s
+    running: dict[str, tuple[float, Job]] = field(default_factory=dict)  # name -> (start, job)
+    pending: list[Job] = field(default_factory=list)  # assigned, not yet computing, in order
+    staged: set[str] = field(default_factory=set)  # pending jobs whose data is on the node
+    transfer_started: float | None = None  # the transfer in flight, if any
+
+    def seconds_for(self, job: Job) -> float:
+        speed = self.speed.value or INITIAL_SPEED
+        return job.complexity / speed / 1000.0
+
+    def transfer_seconds(self, job: Job) -> float:
+        rate = self.transfer_rate.value
+        return 0.0 if rate is None or not self.needs_transfer else job.complexity / rate
+
+    def estimated_finish(self, job: Job, now: float) -> float:
+        """When `job` would finish here if assigned now, after everything already here:
+        slots free up as running jobs end; data arrives one transfer after another."""
+        free = sorted(
+            max(now, start + self.seconds_for(running)) for start, running in self.running.values()
+        )
+        free += [now] * max(0, self.slots - len(free))
+        in_flight = self.in_flight()
+        transfer_free = now
+        if in_flight is not None and self.transfer_started is not None:
+            transfer_free = max(now, self.transfer_started + self.transfer_seconds(in_flight))
+        finish = now
+        for queued in [*self.pending, job]:
+            if queued.name in self.staged:
+                ready = now
+            elif queued is in_flight and self.transfer_started is not None:
+                ready = transfer_free
+            else:
+                transfer_free += self.transfer_seconds(queued)
+                ready = transfer_free
+            free.sort()
+            finish = max(free[0], ready) + self.seconds_for(queued)
+            free[0] = finish
+        return finish
+
+    def in_flight(self) -> Job | None:
+        """The first pending job whose data is not yet here: the one moving (or next to)."""
+        return next((p for p in self.pending if p.name not in self.staged), None)
+
+
+class DataAwarePolicy:
+    """Placement decisions and the per-node state they rest on."""
+
+    def __init__(self, max_pending: int = MAX_PENDING) -> None:
+        self.nodes: dict[str, NodeModel] = {}
+        self.max_pending = max_pending
+
+    def add_node(self, node_id: str, slots: int, needs_transfer: bool) -> None:
+        self.nodes[node_id] = NodeModel(node_id, slots, needs_transfer)
+
+    def choose(self, job: Job, now: float) -> str | None:
+        """The node with the earliest estimated finish among those under the pending cap;
+        None when every node already holds `max_pending` pending jobs."""
+        open_nodes = [
+            n for n in self.nodes.values() if len(n.pending) < self.max_pending and n.slots > 0
+        ]
+        if not open_nodes:
+            return None
+        return min(open_nodes, key=lambda n: (n.estimated_finish(job, now), n.node_id)).node_id
+
+    def assign(self, job: Job, node_id: str) -> None:
+        node = self.nodes[node_id]
+        node.pending.append(job)
+        if not node.needs_transfer:
+            node.staged.add(job.name)
+
+    def next_transfer(self, node_id: str, now: float) -> Job | None:
+        """The next pending job whose data must move to the node, if no transfer runs there
+        now; marks it in flight."""
+        node = self.nodes[node_id]
+        if node.transfer_started is not None:
+            return None
+        job = node.in_flight()
+        if job is not None:
+            node.transfer_started = now
+        return job
+
+    def transfer_done(self, node_id: str, job: Job, seconds: float) -> None:
+        node = self.nodes[node_id]
+        node.transfer_started = None
+        node.staged.add(job.name)
+        if seconds > 0:
+            node.transfer_rate.observe(job.complexity, seconds)
+
+    def next_compute(self, node_id: str) -> Job | None:
+        """The first pending job with its data on the node, if the node has a free slot."""
+        node = self.nodes[node_id]
+        if len(node.running) >= node.slots:
+            return None
+        return next((job for job in node.pending if job.name in node.staged), None)
+
+    def started(self, node_id: str, job: Job, now: float) -> None:
+        node = self.nodes[node_id]
+        node.pending.remove(job)
+        node.staged.discard(job.name)
+        node.running[job.name] = (now, job)
+
+    def finished(self, node_id: str, job: Job, compute_ms: float) -> None:
+        node = self.nodes[node_id]
+        node.running.pop(job.name, None)
+        node.speed.observe(job.complexity, max(compute_ms, 1e-3))
+
+    def remove_node(self, node_id: str) -> list[Job]:
+        """Forget a lost node; returns its jobs (running first, then pending) to re-place."""
+        node = self.nodes.pop(node_id, None)
+        if node is None:
+            return []
+        return [job for _, job in node.running.values()] + list(node.pending)
+
+    def speed(self, node_id: str) -> float:
+        return self.nodes[node_id].speed.value or INITIAL_SPEED

@@ -1,0 +1,92 @@
+"""The Ray tasks of a run: moving a task's data (data-aware) and computing it (both
+schedulers; the default scheduler's task moves its own data first when it must)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import ray
+
+from workloads.burst import compute
+from workloads.burst.data import RunContext, fetch, get_keeping_resources, read_inputs, unstage
+from workloads.burst.inputs import TaskSpec
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Which computation runs, and (param-server) the actor that receives the gradients."""
+
+    kind: str  # "image" or "param-server"
+    seed: int
+    parameter_server: Any = None
+
+
+@ray.remote(num_cpus=0)
+class ParameterServer:
+    """Pinned to the head: applies gradients as they arrive (SGD, learning rate 1e-2)."""
+
+    def __init__(self, seed: int, learning_rate: float = 1e-2) -> None:
+        self.weights = compute.initial_weights(seed)
+        self.learning_rate = learning_rate
+        self.updates = 0
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return self.weights
+
+    def apply_gradients(self, grads: dict[str, np.ndarray]) -> None:
+        for name, grad in grads.items():
+            self.weights[name] -= self.learning_rate * grad
+        self.updates += 1
+
+    def stats(self) -> dict[str, float]:
+        norm = float(np.sqrt(sum(float((w**2).sum()) for w in self.weights.values())))
+        return {"updates": self.updates, "weight_norm": norm}
+
+
+def _compute(workload: Workload, task: TaskSpec, files: list[bytes]) -> dict[str, Any]:
+    if workload.kind == "image":
+        thumbnail = compute.transform_image(files[0], workload.seed * 100003 + task.index)
+        return {"output": compute.digest(thumbnail), "output_bytes": len(thumbnail)}
+    weights = get_keeping_resources(workload.parameter_server.get_weights.remote())
+    batch = compute.load_batch(files)
+    grads, loss = compute.gradient(weights, batch, np.array(task.labels))
+    workload.parameter_server.apply_gradients.remote(grads)
+    return {"output": f"loss={loss:.4f}", "loss": loss}
+
+
+@ray.remote(num_cpus=0)
+def warm_up() -> str:
+    """Nothing: run once per node and resource shape before timing, so that neither
+    scheduler pays for starting Ray worker processes inside its makespan."""
+    return ray.get_runtime_context().get_node_id()
+
+
+@ray.remote(num_cpus=0)
+def transfer(context: RunContext, task: TaskSpec) -> dict[str, Any]:
+    """Data-aware: move the task's data to this node ahead of its compute."""
+    start, end, moved = fetch(context, task)
+    return {"transfer_start": start, "transfer_end": end, "bytes_moved": moved}
+
+
+@ray.remote(max_retries=0)
+def run_task(
+    context: RunContext, workload: Workload, task: TaskSpec, fetch_if_needed: bool
+) -> dict[str, Any]:
+    """Compute one task on whatever node runs this; with `fetch_if_needed` (the default
+    scheduler) a node that cannot see the data fetches it first, inside the task."""
+    site = context.site_of_this_node()
+    record: dict[str, Any] = {"node": ray.get_runtime_context().get_node_id(), "site": site}
+    if fetch_if_needed and not context.source.visible_at(site):
+        start, end, moved = fetch(context, task)
+        record.update(transfer_start=start, transfer_end=end, bytes_moved=moved)
+    try:
+        start = time.time()
+        files = read_inputs(context, task, site)
+        record.update(_compute(workload, task, files))
+        record.update(compute_start=start, compute_end=time.time())
+    finally:
+        unstage(context, task)
+    return record
