@@ -77,6 +77,172 @@ def test(c: Context, quick: bool = False) -> None:
 
 # --- DOLL ---------------------------------------------------------------------------------
 
+TARGET_HELP = {
+    "address": "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
+    "stack": "Run on this Pulumi stack's DOLL RayCluster (port-forward; results via its bucket)",
+    "out": "Local results folder (default results/doll/<timestamp>)",
+}
+
+
+@task(help={
+    "policy": "Comma-separated policies: on-demand,static,adaptive (default: all three)",
+    "deadline": "Deadline θ/θ₀ (default 1.05)",
+    "alpha": "Spot availability α of the preemption chain (default 0.9)",
+    "workers": "Number of stream workers N (default 16)",
+    "rates": "homogeneous (default) or heterogeneous arrival rates",
+    "trace": "AWS describe-spot-price-history JSON (default: the shipped 2021 c5.xlarge trace)",
+    "zone": "Availability zone in the trace (default ca-central-1b)",
+    "product": "ProductDescription in the trace (default 'SUSE Linux')",
+    "on_demand_price": "On-demand price in $/h (default 0.286)",
+    "preemption": "markov (default: the worker stops receiving data) or kill (actor killed)",
+    "seed": "Seed of preemptions, data streams and initial weights (default 0)",
+    **TARGET_HELP,
+})
+def run_doll(c: Context, policy: str | None = None, deadline: str | None = None,
+             alpha: str | None = None, workers: str | None = None, rates: str | None = None,
+             trace: str | None = None, zone: str | None = None, product: str | None = None,
+             on_demand_price: str | None = None, preemption: str | None = None,
+             seed: str | None = None, out: str | None = None, address: str | None = None,
+             stack: str | None = None) -> None:
+    """Run the DOLL experiment (local Ray by default, --address or --stack); draws figures."""
+    from pathlib import Path
+
+    from launch.doll import DollOptions
+    from launch.doll import run_doll as run
+    from launch.port_forward import PortForwardFailed
+    from launch.ray_jobs import JobFailed
+
+    options = DollOptions(policy, deadline, alpha, workers, rates,
+                          Path(trace) if trace else None, zone, product, on_demand_price,
+                          preemption, seed)
+    try:
+        folder = run(options, address, stack, Path(out) if out else None)
+    except (ValueError, PortForwardFailed, JobFailed, pulumi_cli.PulumiCliMissing) as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(f"results and figures in {folder}")
+
+
+@task(help={
+    "instance_type": "EC2 instance type (default c5.xlarge)",
+    "region": "AWS region (default us-east-1)",
+    "days": "How many days back from now (default 90)",
+    "out": "JSON file to write (default spot-prices/<type>_<region>_<days>d.json)",
+    "endpoint_url": "EC2 endpoint URL (only for a local stand-in such as moto_server)",
+})
+def fetch_prices(c: Context, instance_type: str = "c5.xlarge", region: str = "us-east-1",
+                 days: float = 90, out: str | None = None,
+                 endpoint_url: str | None = None) -> None:
+    """Download a spot price trace (boto3, paginated) in the format run-doll --trace reads."""
+    from pathlib import Path
+
+    from launch.spot_prices import fetch_spot_prices
+
+    target = Path(out or f"spot-prices/{instance_type}_{region}_{days:g}d.json")
+    try:
+        count = fetch_spot_prices(instance_type, region, days, target, endpoint_url)
+    except (ValueError, RuntimeError) as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(f"wrote {count} records to {target}")
+
+
 # --- network emulation and the local two-site lab -----------------------------------------
+
+PROFILE_HELP = "Profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
+BW_HELP = ("Cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
+           "(31/55/83/106/160/210), any other positive number shapes to exactly that")
+KIND_HELP = ("auto (netns when root, else process), netns (namespaces + tc) or process "
+             "(one namespace, user-space throttling)")
+
+
+def _netem_errors() -> tuple[type[Exception], ...]:
+    from launch.netem_aws import StackOutputsError
+    from netem.lab import LabNotFound
+    from netem.profile import ProfileError
+
+    return (ProfileError, LabNotFound, StackOutputsError, ValueError,
+            pulumi_cli.PulumiCliMissing)
+
+
+@task(help={"bw": BW_HELP, "profile": PROFILE_HELP, "kind": KIND_HELP,
+            "cloud_nodes": "Number of cloud Ray nodes (1-8)",
+            "hpc_cpus": "CPUs the HPC worker node offers to Ray",
+            "cloud_cpus": "CPUs each cloud node offers to Ray"})
+def lab_up(c: Context, bw: str | None = None, profile: str | None = None, kind: str = "auto",
+           cloud_nodes: int = 1, hpc_cpus: int = 2, cloud_cpus: int = 2) -> None:
+    """Bring the local two-site lab up and leave it running; prints its description (JSON)."""
+    import json
+
+    from launch.lab import lab_up as start
+
+    try:
+        lab = start(bw, profile, kind, cloud_nodes, hpc_cpus, cloud_cpus)
+    except _netem_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(json.dumps(lab.to_dict(), indent=2))
+    print(f"lab {lab.lab_id} is up; run the driver on-prem with the prefix in "
+          f"site_prefixes.onprem; remove it with `invoke lab-down --lab {lab.lab_id}`",
+          file=sys.stderr)
+
+
+@task(help={"lab": "Lab id (needed only when several labs are up)"})
+def lab_down(c: Context, lab: str | None = None) -> None:
+    """Remove a lab: its processes, namespaces and temp dir, exactly what lab-up created."""
+    from launch.lab import lab_down as stop
+
+    try:
+        removed = stop(lab)
+    except _netem_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print("\n".join(f"removed {item}" for item in removed))
+
+
+@task(help={"lab": "Lab id (needed only when several labs are up)"})
+def lab_status(c: Context, lab: str | None = None) -> None:
+    """Show a lab's description and which of its processes and namespaces are alive."""
+    from launch.lab import lab_report
+
+    try:
+        print(lab_report(lab))
+    except _netem_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+
+
+@task(help={"bw": BW_HELP, "profile": PROFILE_HELP, "kind": KIND_HELP,
+            "out": "Directory for link.json (default results/measure-link/<timestamp>)",
+            "seconds": "Seconds of streaming per direction"})
+def measure_link(c: Context, bw: str | None = None, profile: str | None = None,
+                 out: str | None = None, kind: str = "auto", seconds: float = 4.0) -> None:
+    """Bring a lab up, measure the link both ways with a TCP stream, tear it down, print."""
+    import time
+
+    from launch.lab import measure
+
+    out = out or f"results/measure-link/{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        _, table = measure(bw, profile, out, kind, seconds)
+    except _netem_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(table)
+    print(f"wrote {out}/link.json")
+
+
+@task(help={"stack": STACK_HELP, "bw": BW_HELP, "profile": PROFILE_HELP,
+            "reset": "Remove the shaping from every burst node instead"})
+def netem(c: Context, stack: str = "dev", bw: str | None = None, profile: str | None = None,
+          reset: bool = False) -> None:
+    """Apply a bandwidth profile on the burst stack's login, HPC and cloud nodes via SSM."""
+    from launch.netem_aws import format_statuses, netem_on_stack
+    from netem.profile import load_profile
+
+    try:
+        if reset and (bw or profile):
+            raise ValueError("give --reset alone, or a profile/--bw without --reset")
+        statuses = netem_on_stack(stack, None if reset else load_profile(profile, bw))
+    except _netem_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(format_statuses(statuses))
+    if not all(status.ok for status in statuses):
+        raise Exit("error: a node failed (see above); the others were reset", code=1)
+
 
 # --- burst ----------------------------------------------------------------------------------
