@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+
+from components.iam_documents import bucket_read_write_policy, web_identity_trust
 
 
 @dataclass
@@ -40,42 +41,3 @@ class BucketAccessRole(pulumi.ComponentResource):
         )
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})
-
-
-def web_identity_trust(provider_arn: str, issuer: str, subject: str) -> str:
-    """Only `subject` (one service account) may assume the role, through the cluster's OIDC."""
-    issuer_host = issuer.removeprefix("https://")
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Federated": provider_arn},
-                    "Action": "sts:AssumeRoleWithWebIdentity",
-                    "Condition": {
-                        "StringEquals": {
-                            f"{issuer_host}:sub": subject,
-                            f"{issuer_host}:aud": "sts.amazonaws.com",
-                        }
-                    },
-                }
-            ],
-        }
-    )
-
-
-def bucket_read_write_policy(bucket_arn: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
-                {
-                    "Effect": "Allow",
-                    "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                    "Resource": f"{bucket_arn}/*",
-                },
-            ],
-        }
-    )

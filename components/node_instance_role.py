@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
-from components.bucket_access_role import bucket_read_write_policy
+from components.iam_documents import EC2_TRUST, bucket_read_write_policy
 
 SSM_MANAGED_INSTANCE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 
@@ -29,18 +28,7 @@ class NodeInstanceRole(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             name,
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "ec2.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=EC2_TRUST,
             tags=args.tags,
             opts=child,
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
+
+from components.iam_documents import EC2_TRUST
 
 NODE_POOL_LABEL = "spotburst.io/node-pool"
 SPOT_TAINT_KEY = "spotburst.io/spot"
@@ -82,18 +83,7 @@ class SpotEksCluster(pulumi.ComponentResource):
         )
         node_role = aws.iam.Role(
             f"{name}-node-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "ec2.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=EC2_TRUST,
             tags=args.tags,
             opts=child,
         )
