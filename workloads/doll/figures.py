@@ -54,20 +54,12 @@ def draw(folder: Path) -> list[Path]:
     figure, axes = plt.subplots(figsize=(6, 4))
     ratios = [summary["policies"][p]["cost_ratio"] for p in policies]
     axes.bar(policies, ratios, color="tab:blue", label="measured")
-    for index, policy in enumerate(policies):
-        bound = summary["policies"][policy]["cost_bound"]
-        if bound is not None:
-            axes.hlines(
-                bound,
-                index - 0.4,
-                index + 0.4,
-                colors="tab:red",
-                label="cost bound" if index == policies.index(policy) else None,
-            )
+    bounds = [(i, summary["policies"][p]["cost_bound"]) for i, p in enumerate(policies)]
+    for drawn_before, (index, bound) in enumerate((i, b) for i, b in bounds if b is not None):
+        label = "cost bound (paper)" if drawn_before == 0 else "_nolegend_"
+        axes.hlines(bound, index - 0.4, index + 0.4, colors="tab:red", label=label)
     axes.set(ylabel="cost ratio to on-demand", title="Cost ratio per policy")
-    handles, labels = axes.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    axes.legend(unique.values(), unique.keys())
+    axes.legend()
     drawn.append(_save(figure, folder / "cost_ratio.png"))
     return drawn
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import numpy as np
 import ray
@@ -16,7 +17,7 @@ from workloads.doll.model import Mlp
 
 @ray.remote
 class StreamWorker:
-    def __init__(self, batch_size: int, hidden: int, parameter_server: object) -> None:
+    def __init__(self, batch_size: int, hidden: int, parameter_server: Any) -> None:
         self.key = ""
         self.rate = 1.0
         self.batch_size = batch_size
