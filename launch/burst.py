@@ -21,6 +21,7 @@ from launch.workload import WorkloadRun
 from netem.lab import LabDescription, two_site_lab
 from netem.profile import Profile, load_profile
 from netem.topology import DASHBOARD_PORT, LOGIN, ONPREM
+from workloads.burst.config import from_args
 from workloads.burst.figures import draw, draw_sweep
 from workloads.burst.summary import format_table
 from workloads.common.results import default_location, read_json
@@ -77,6 +78,8 @@ def run_burst(options: BurstOptions, bw: str, out: Path | None = None,
               watch: Watch | None = None) -> Path:
     """Run the burst workload (lab, or `stack`), draw its figures; returns the folder."""
     profile = load_profile(bw=bw)
+    bucket = ["--bucket", LAB_BUCKET] if options.data == "s3" else []
+    from_args(options.workload_args(profile) + bucket)  # bad flags fail before any lab
     local_out = (out or PROJECT_DIR / default_location("burst")).resolve()
     if local_out.exists() and any(local_out.iterdir()):
         raise ValueError(f"--out {local_out} already holds files")
@@ -113,19 +116,25 @@ def lab_driver_argv(lab: LabDescription, options: BurstOptions, profile: Profile
 def run_in_lab(options: BurstOptions, profile: Profile, local_out: Path, show: Show,
                watch: Watch | None = None) -> None:
     """Bring the lab up for the profile, run the driver on-prem, tear the lab down (also on
-    Ctrl-C or failure). `watch` sees every driver line (the fault test kills a node)."""
+    Ctrl-C or failure)."""
     with two_site_lab(profile, kind=options.kind, cloud_nodes=options.cloud_nodes,
                       hpc_cpus=options.hpc_cpus, cloud_cpus=options.cloud_cpus) as lab:
-        argv = lab.command(lab_driver_argv(lab, options, profile, local_out))
-        with _driver(argv) as driver:
-            assert driver.stdout is not None
-            for line in driver.stdout:
-                show(line.rstrip("\n"))
-                if watch is not None:
-                    watch(line, lab)
-            code = driver.wait()
-        if code != 0:
-            raise RuntimeError(f"the burst driver exited with status {code}")
+        run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch)
+
+
+def run_driver(lab: LabDescription, argv: list[str], show: Show,
+               watch: Watch | None = None) -> None:
+    """The driver at the lab's on-prem site, its output shown line by line; `watch` sees
+    every line too (the fault test kills a node on one)."""
+    with _driver(lab.command(argv)) as driver:
+        assert driver.stdout is not None
+        for line in driver.stdout:
+            show(line.rstrip("\n"))
+            if watch is not None:
+                watch(line, lab)
+        code = driver.wait()
+    if code != 0:
+        raise RuntimeError(f"the burst driver exited with status {code}")
 
 
 @contextmanager

@@ -1,0 +1,167 @@
+"""`run-burst --stack`: shape via SSM, tunnel to the login node, submit, results back through
+the bucket, reset. The boundaries are faked: SSM (boto3 client), the `aws ssm start-session`
+subprocess, the Ray Jobs call; the bucket is moto's in-process S3."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+import launch.burst as burst
+import launch.ssm_tunnel as tunnel
+import launch.targets as targets
+from launch.burst import BurstOptions
+from launch.netem_aws import DISCOVER_MARK
+from netem.profile import load_profile
+
+OUTPUTS = {
+    "burstInstanceIds": {"login": ["i-login"], "hpc": ["i-hpc"], "cloud": ["i-cloud"]},
+    "burstSiteCidrs": {"onprem": "10.20.0.0/16", "cloud": "10.30.0.0/16"},
+    "bucketName": "burst-bucket",
+    "region": "us-east-1",
+}
+
+
+class FakeSsm:
+    """send_command / get_command_invocation: every script succeeds; discovery answers."""
+
+    def __init__(self) -> None:
+        self.scripts: list[tuple[list[str], list[str]]] = []
+
+    def send_command(self, **kwargs: Any) -> dict[str, Any]:
+        self.scripts.append((kwargs["InstanceIds"], kwargs["Parameters"]["commands"]))
+        return {"Command": {"CommandId": str(len(self.scripts))}}
+
+    def get_command_invocation(self, CommandId: str, InstanceId: str) -> dict[str, Any]:
+        lines = self.scripts[int(CommandId) - 1][1]
+        out = f"{DISCOVER_MARK} iface=eth0 netem=yes\n" if any(
+            DISCOVER_MARK in line for line in lines) else ""
+        return {"Status": "Success", "ResponseCode": 0, "StandardOutputContent": out,
+                "StandardErrorContent": ""}
+
+
+class FakeSession:
+    """`aws ssm start-session`: says it waits for connections, ends when terminated."""
+
+    started: list[list[str]] = []
+
+    def __init__(self, argv: list[str], **kwargs: Any) -> None:
+        FakeSession.started.append(argv)
+        self.stdout = io.StringIO("Starting session with SessionId: s-1\n"
+                                  "Port 40000 opened for sessionId s-1.\n"
+                                  "Waiting for connections...\n")
+        self.stderr = None
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.returncode = -15
+
+    def kill(self) -> None:
+        self.returncode = -9
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.returncode or 0
+
+
+def fake_subprocess(popen: Any) -> SimpleNamespace:
+    """The tunnel module's view of `subprocess`, with `Popen` replaced."""
+    return SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE,
+                           TimeoutExpired=subprocess.TimeoutExpired)
+
+
+def fake_results(out: str) -> dict[str, bytes]:
+    record = {"scheduler": "data-aware", "task": "img-0000", "site": "cloud", "role": "cloud",
+              "node_ip": "10.30.0.5", "transfer_start": 0.0, "transfer_end": 1.0,
+              "compute_start": 1.0, "compute_end": 2.0}
+    summary = {"lab": "aws", "bandwidth_mbit": 31.0, "profile": "30m", "workload": "image",
+               "data": "nfs", "lower_bound_s": 1.5, "speedup": None,
+               "runs": {"data-aware": {"makespan_s": 2.0, "tasks": 1, "tasks_on_cloud": 1,
+                                       "bytes_to_cloud": 10, "retried_tasks": 0,
+                                       "lost_nodes": 0, "makespan_over_bound": 1.33}}}
+    return {"summary.json": json.dumps(summary).encode(), "provenance.json": b"{}",
+            "records/tasks_data-aware.jsonl": (json.dumps(record) + "\n").encode()}
+
+
+def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    submitted: dict[str, Any] = {}
+
+    def fake_run_job(address: str, folder: Path, command: list[str], env: dict[str, str],
+                     show: Any) -> str:
+        submitted.update(address=address, command=command,
+                         files=sorted(p.name for p in folder.rglob("*.json")))
+        job_out = command[command.index("--out") + 1]
+        bucket, prefix = job_out.removeprefix("s3://").split("/", 1)
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for name, data in fake_results(job_out).items():
+            s3.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=data)
+        return "log"
+
+    FakeSession.started = []
+    monkeypatch.setattr(tunnel, "subprocess", fake_subprocess(FakeSession))
+    monkeypatch.setattr(targets, "run_job", fake_run_job)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    ssm = FakeSsm()
+    out = tmp_path / "out"
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="burst-bucket")
+        burst.run_on_stack(BurstOptions(images=4), load_profile(bw=30), out, "dev",
+                           show=lambda line: None, outputs=OUTPUTS, ssm=ssm)
+    [session] = FakeSession.started
+    assert session[:4] == ["aws", "ssm", "start-session", "--target"]
+    assert session[4] == "i-login" and "portNumber=8265" in " ".join(session)
+    port = session[session.index("--parameters") + 1].split("localPortNumber=")[1]
+    assert submitted["address"] == f"http://127.0.0.1:{port}"
+    command = submitted["command"]
+    assert command[:2] == ["-m", "workloads.burst"]
+    flags = dict(zip(command[2::2], command[3::2], strict=False))
+    assert flags["--lab"] == "aws" and flags["--bandwidth-mbit"] == "31.0"
+    assert flags["--data-dir"] == "/home/ec2-user/share/burst/inputs"
+    assert flags["--images"] == "4" and flags["--target"] == "stack:dev"
+    assert "30m.json" in submitted["files"]  # the profile travels for provenance
+    assert flags["--profile-file"].endswith("30m.json")
+    assert json.loads((out / "summary.json").read_text())["lab"] == "aws"
+    assert (out / "records" / "tasks_data-aware.jsonl").is_file()
+    scripts = [" ".join(lines) for _, lines in ssm.scripts]
+    shaped = [i for i, text in enumerate(scripts) if "tbf rate 31mbit" in text]
+    resets = [i for i, text in enumerate(scripts)
+              if "qdisc del dev eth0 root" in text and "tbf" not in text]
+    assert shaped and resets, "the profile must be applied, then reset"
+    assert max(shaped) < min(resets)  # shaped before the run, reset after it
+
+def test_a_failed_shaping_runs_nothing_and_still_resets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class FailingSsm(FakeSsm):
+        def get_command_invocation(self, CommandId: str, InstanceId: str) -> dict[str, Any]:
+            answer = super().get_command_invocation(CommandId, InstanceId)
+            if InstanceId == "i-cloud" and not answer["StandardOutputContent"]:
+                answer.update(Status="Failed", ResponseCode=1)
+            return answer
+
+    def no_session(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        raise AssertionError("no tunnel may open when shaping failed")
+
+    monkeypatch.setattr(tunnel, "subprocess", fake_subprocess(no_session))
+    ssm = FailingSsm()
+    with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
+        burst.run_on_stack(BurstOptions(), load_profile(bw=30), tmp_path / "o", "dev",
+                           show=lambda line: None, outputs=OUTPUTS, ssm=ssm)
+    assert any("qdisc del" in " ".join(lines) for _, lines in ssm.scripts[-1:])
+
+
+def test_stack_outputs_without_a_login_node_are_named() -> None:
+    with pytest.raises(ValueError, match="burstInstanceIds has no 'login'"):
+        burst.burst_outputs({"burstInstanceIds": {"hpc": ["i"]}, "bucketName": "b",
+                             "region": "r"})
