@@ -13,8 +13,7 @@ BLUR_RADIUS = 20
 POW_ROUNDS = 3
 THUMBNAIL = (64, 64)
 PS_RESIZE = (400, 500)  # width x height, as the original
-POOL = 4
-FILTERS = 8
+FILTERS = 16
 CLASSES = 10
 
 
@@ -56,14 +55,12 @@ def initial_weights(seed: int) -> dict[str, np.ndarray]:
 
 
 def load_batch(images: list[bytes]) -> np.ndarray:
-    """Decode and resize each image to 400x500, then average-pool 4x: (n, 125, 100, 3)."""
-    batch = []
-    for data in images:
-        image = Image.open(io.BytesIO(data)).convert("RGB").resize(PS_RESIZE)
-        pixels = np.asarray(image, dtype=np.float32) / 255.0
-        h, w = pixels.shape[0] // POOL, pixels.shape[1] // POOL
-        batch.append(pixels[: h * POOL, : w * POOL].reshape(h, POOL, w, POOL, 3).mean((1, 3)))
-    return np.stack(batch)
+    """Decode each image and resize it to 400x500: (n, 500, 400, 3) in [0, 1]."""
+    return np.stack([
+        np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize(PS_RESIZE),
+                   dtype=np.float32) / 255.0
+        for data in images
+    ])
 
 
 def _patches(x: np.ndarray) -> np.ndarray:
@@ -96,7 +93,7 @@ def gradient(
     grads = {
         "fc": pooled.T @ d_logits,
         "fc_b": d_logits.sum(axis=0),
-        "conv": np.einsum("nhwk,nhwf->kf", patches, d_act),
+        "conv": patches.reshape(-1, patches.shape[-1]).T @ d_act.reshape(-1, d_act.shape[-1]),
         "conv_b": d_act.sum(axis=(0, 1, 2)),
     }
     return {k: v.astype(np.float32) for k, v in grads.items()}, loss

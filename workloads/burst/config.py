@@ -18,9 +18,9 @@ class BurstConfig:
     workload: str = "image"
     data: str = "nfs"
     schedulers: tuple[str, ...] = SCHEDULERS
-    images: int = 40
+    images: int = 48
     image_side: int = 2800
-    directories: int = 16
+    directories: int = 24
     images_per_directory: int = 6
     ps_image_side: int = 1200
     task_cpus: int | None = None

@@ -20,7 +20,7 @@ from workloads.common.storage import Storage
 MANIFEST = "manifest.json"
 CLASSES = 10
 JPEG_QUALITY = 90
-NOISE_SIGMA = 12.0
+NOISE_SIGMA = 16.0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 from netem.topology import CLOUD, ONPREM
 from workloads.burst.bound import lower_bound
 from workloads.burst.cluster import NodeInfo
-from workloads.burst.config import BurstConfig
+from workloads.burst.config import SCHEDULERS, BurstConfig
 from workloads.burst.inputs import TaskSpec
 from workloads.burst.scheduling.base import RunResult
 
@@ -100,7 +100,8 @@ def format_table(summary: dict[str, Any]) -> str:
         header,
         "-" * len(header),
     ]
-    for name, run in summary["runs"].items():
+    ordered = [name for name in SCHEDULERS if name in summary["runs"]]
+    for name, run in ((name, summary["runs"][name]) for name in ordered):
         ratio = run["makespan_over_bound"]
         lines.append(
             f"{name:<11} {run['makespan_s']:>10.2f} {ratio if ratio is not None else '-':>8} "

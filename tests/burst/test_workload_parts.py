@@ -1,0 +1,79 @@
+"""The workload's pure parts: generated inputs, the image transform, the model's gradient,
+the command line's errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workloads.burst import compute
+from workloads.burst.config import BurstConfig, from_args
+from workloads.burst.inputs import MANIFEST, ensure_inputs, generated_image
+from workloads.common.storage import LocalStorage
+
+
+def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
+    config = BurstConfig(workload="param-server", directories=3, images_per_directory=2,
+                         ps_image_side=96)
+    first = ensure_inputs(config, LocalStorage(tmp_path / "a"), say=lambda line: None)
+    second = ensure_inputs(config, LocalStorage(tmp_path / "b"), say=lambda line: None)
+    assert first == second and len(first) == 3 and all(len(t.files) == 2 for t in first)
+    assert (tmp_path / "a" / first[0].files[0]).read_bytes() == (
+        tmp_path / "b" / first[0].files[0]).read_bytes()
+    assert first[0].nbytes == sum((tmp_path / "a" / f).stat().st_size for f in first[0].files)
+    said: list[str] = []
+    assert ensure_inputs(config, LocalStorage(tmp_path / "a"), say=said.append) == first
+    assert said and said[0].startswith("inputs: reusing 3 tasks")
+    other = BurstConfig(workload="param-server", directories=3, images_per_directory=2,
+                        ps_image_side=96, seed=1)
+    assert ensure_inputs(other, LocalStorage(tmp_path / "a"), say=lambda line: None) != first
+    assert (tmp_path / "a" / MANIFEST).is_file()
+
+
+def test_the_image_transform_makes_a_64_pixel_thumbnail() -> None:
+    data = generated_image(320, 240, 3, np.random.default_rng(0))
+    thumbnail = compute.transform_image(data, seed=5)
+    assert thumbnail.startswith(b"\x89PNG")
+    assert compute.transform_image(data, seed=5) == thumbnail
+    from io import BytesIO
+
+    from PIL import Image
+
+    assert max(Image.open(BytesIO(thumbnail)).size) == 64
+
+
+def test_the_gradient_matches_finite_differences() -> None:
+    rng = np.random.default_rng(1)
+    batch = compute.load_batch([generated_image(120, 150, k, rng) for k in range(2)])
+    assert batch.shape == (2, 500, 400, 3)
+    labels = np.array([1, 7])
+    weights = {k: v.astype(np.float64) for k, v in compute.initial_weights(0).items()}
+    grads, _ = compute.gradient(weights, batch, labels)
+    for name, index in (("fc", (0, 1)), ("conv", (10, 5)), ("fc_b", (2,)), ("conv_b", (3,))):
+        up = {k: v.copy() for k, v in weights.items()}
+        down = {k: v.copy() for k, v in weights.items()}
+        up[name][index] += 1e-3
+        down[name][index] -= 1e-3
+        numeric = (compute.gradient(up, batch, labels)[1]
+                   - compute.gradient(down, batch, labels)[1]) / 2e-3
+        assert grads[name][index] == pytest.approx(numeric, rel=0.02, abs=1e-4)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--workload", "video"], "--workload 'video' is not one of image, param-server"),
+    (["--data", "tape"], "--data 'tape' is not one of nfs, s3"),
+    (["--scheduler", "fifo"], "--scheduler 'fifo' is not one of default, data-aware, both"),
+    (["--images", "0"], "--images must be positive"),
+    (["--data", "s3"], "--data s3 needs --bucket"),
+    (["--task-cpus", "-1"], "--task-cpus must be positive"),
+])
+def test_bad_flags_are_named(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        from_args(argv)
+
+
+def test_both_runs_the_default_scheduler_first() -> None:
+    assert from_args([]).schedulers == ("default", "data-aware")
+    assert from_args(["--scheduler", "data-aware"]).schedulers == ("data-aware",)
