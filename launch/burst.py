@@ -23,7 +23,6 @@ from netem.profile import Profile, load_profile
 from netem.topology import DASHBOARD_PORT, LOGIN, ONPREM
 from workloads.burst.config import from_args
 from workloads.burst.figures import draw, draw_sweep
-from workloads.burst.summary import format_table
 from workloads.common.results import default_location, read_json
 from workloads.common.storage import LocalStorage
 
@@ -87,8 +86,7 @@ def run_burst(options: BurstOptions, bw: str, out: Path | None = None,
         run_on_stack(options, profile, local_out, stack, show)
     else:
         run_in_lab(options, profile, local_out, show, watch)
-    draw(local_out)
-    show(format_table(read_json(LocalStorage(local_out), "summary.json")))
+    draw(local_out)  # the driver has printed the table per scheduler already
     return local_out
 
 

@@ -101,13 +101,14 @@ def run_one(
 def run_experiment(config: BurstConfig, say: Say = print) -> Storage:
     nodes = alive_nodes()
     cpus = task_cpus(nodes, config.task_cpus)
+    workers = [n for n in nodes if n.is_worker]  # as the first run found them
     source = data_source(config)
     tasks = ensure_inputs(config, source.storage(), say)
     results: dict[str, RunResult] = {}
     extras: dict[str, dict[str, Any]] = {}
     for name in config.schedulers:
+        nodes = alive_nodes()  # a node lost in one run is not offered to the next
         results[name], extras[name] = run_one(name, config, source, tasks, nodes, cpus, say)
-    workers = [n for n in nodes if n.is_worker]
     summary = summarize(config, tasks, results, extras, workers, cpus)
     writer = ResultsWriter("burst", config.out, config.s3_endpoint)
     for name, result in results.items():

@@ -4,8 +4,8 @@ Tasks are placed by `DataAwarePolicy` (learned speed, earliest finish, <= 5 pend
 node). For every node the controller keeps one transfer running (a task holding the node's
 `transfer_slot`, pinned there) that moves the next pending task's data, and releases a
 compute task pinned to the node (NodeAffinitySchedulingStrategy) as soon as a slot is free
-and its data is there, so transfers overlap computation. A node whose task fails is dropped
-and its tasks are placed again on the others.
+and its data is there, so transfers overlap computation. A node whose task is lost (its worker
+or node died) is dropped and its tasks are placed again on the others.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from netem.topology import TRANSFER_RESOURCE
@@ -122,6 +122,8 @@ class _Controller:
             return  # the node was dropped; its jobs are placed again already
         try:
             raw = ray.get(ref)
+        except RayTaskError:
+            raise  # the task's own exception: no node was lost
         except RayError as error:
             self._drop_node(flight, error)
             return

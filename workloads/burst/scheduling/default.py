@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import RayError, RayTaskError
 
 from workloads.burst.cluster import alive_ids, describe
 from workloads.burst.inputs import TaskSpec
@@ -40,8 +40,8 @@ class DefaultScheduler:
             try:
                 raw = ray.get(ref)
             except RayError as error:
-                if attempt >= MAX_ATTEMPTS:
-                    raise
+                if isinstance(error, RayTaskError) or attempt >= MAX_ATTEMPTS:
+                    raise  # the task's own exception is no loss to retry
                 result.retried += 1
                 say(
                     f"[{self.name}] {task.name} failed ({type(error).__name__}); "
