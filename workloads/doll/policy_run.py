@@ -18,12 +18,13 @@ from typing import Any
 import ray
 
 from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
+from workloads.doll.billing import Meter
 from workloads.doll.config import DollConfig
+from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
 from workloads.doll.preemption import MarkovAvailability
 
 TIMELINE_EVERY_S = 0.5
-MIN_UP_S_FOR_OWN_RATE = 2.0
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,10 @@ class PolicyRun:
         self.chain_up = [True] * config.workers
         self.lost: dict[int, Any] = {}  # slot index -> ready() of its replacement
         self.spot: set[int] = set()
-        self.cost = 0.0
-        self.billed_to = 0.0
-        self.spot_s = self.spot_up_s = self.spot_rate_s = 0.0
+        self.meter = Meter(config.on_demand_price)
+        self.price = 0.0
+        self.price_changes: list[tuple[float, float]] = []
+        self.prices_known_until = 0.0
         self.reported_tenths = -1
         self.preemptions = 0
         self.processed = 0
@@ -76,8 +78,6 @@ class PolicyRun:
         )
         self.fleet.begin(config.seed)
         self.price = await self.servers.price_server.price_at.remote(0.0)
-        changes: list[tuple[float, float]] = []
-        changes_until = 0.0
         self.spot = self._initial_spot()
         done = asyncio.wrap_future(ps.wait_done.remote().future())
         self.start = time.monotonic()
@@ -87,17 +87,7 @@ class PolicyRun:
         self._apply_states(0.0)
         while True:
             now = self._now()
-            if now >= changes_until:
-                changes += await self.servers.price_server.changes_between.remote(
-                    changes_until, changes_until + self.deadline_s
-                )
-                changes_until += self.deadline_s
-            price_changed = False
-            while changes and changes[0][0] <= now:
-                at, price = changes.pop(0)
-                self._bill(at)
-                price_changed = price_changed or price != self.price
-                self.price = price
+            price_changed = await self._replay_prices(now)
             self._bill(now)
             due = int(now / config.refresh_s)
             while ticks < due:
@@ -106,7 +96,8 @@ class PolicyRun:
             self._watch_lost(now)
             if now >= next_status or price_changed:
                 self.processed = await ps.progress.remote()
-                await self._status(now, price_changed)
+                self._report_progress(now)
+                await self._reallocate(now, price_changed)
                 next_status = now + config.adapt_interval_s
             changed = self._apply_states(now)
             if changed or now - last_row >= TIMELINE_EVERY_S:
@@ -126,6 +117,23 @@ class PolicyRun:
     def _now(self) -> float:
         return time.monotonic() - self.start
 
+    async def _replay_prices(self, now: float) -> bool:
+        """Bill up to each price change replayed by now and take the new price; True when
+        the price differs from before."""
+        if now >= self.prices_known_until:
+            window_end = self.prices_known_until + self.deadline_s
+            self.price_changes += await self.servers.price_server.changes_between.remote(
+                self.prices_known_until, window_end
+            )
+            self.prices_known_until = window_end
+        changed = False
+        while self.price_changes and self.price_changes[0][0] <= now:
+            at, price = self.price_changes.pop(0)
+            self._bill(at)
+            changed = changed or price != self.price
+            self.price = price
+        return changed
+
     # --- allocation -----------------------------------------------------------------------
 
     def _initial_spot(self) -> set[int]:
@@ -141,16 +149,20 @@ class PolicyRun:
     def _allocate(self, rates: list[float], work: float, time_s: float, alpha: float) -> set[int]:
         return set(allocate(rates, work, time_s, alpha, self.price, self.config.on_demand_price))
 
-    async def _status(self, now: float, price_changed: bool) -> None:
+    def _report_progress(self, now: float) -> None:
+        """One line per tenth of the batches processed."""
         done_fraction = self.processed / self.config.batches
         if int(done_fraction * 10) > self.reported_tenths:
             self.reported_tenths = int(done_fraction * 10)
             self.say(
                 f"[{self.policy}] {self.processed}/{self.config.batches} batches "
                 f"({done_fraction:.0%}) t={now:.1f}s of deadline {self.deadline_s:.1f}s "
-                f"cost=${self.cost:.5f} spot={len(self.spot)}/{self.config.workers} "
+                f"cost=${self.meter.cost:.5f} spot={len(self.spot)}/{self.config.workers} "
                 f"running={sum(s.up for s in self.fleet.slots)}"
             )
+
+    async def _reallocate(self, now: float, price_changed: bool) -> None:
+        """static: at a price change, the formula again; adaptive: at every call."""
         if self.policy == "static" and price_changed:
             self.spot = self._allocate(
                 self.rates, self.config.work_points, self.deadline_s, self.config.alpha
@@ -161,18 +173,10 @@ class PolicyRun:
     async def _adapt(self, now: float) -> None:
         """Re-estimate λ (arrivals / up time), α (up time / spot time), the remaining work
         and time, and re-allocate."""
-        stats = await self.fleet.stats()
-        answered = [s for s in stats if s is not None]
-        up_total = sum(up for _, up in answered)
-        pooled = sum(n for n, _ in answered) / up_total if up_total > 0 else self.config.rate
-        if self.config.rates == "homogeneous":
-            rates = [pooled] * self.config.workers
-        else:
-            rates = [
-                s[0] / s[1] if s is not None and s[1] >= MIN_UP_S_FOR_OWN_RATE else pooled
-                for s in stats
-            ]
-        alpha = self.spot_up_s / self.spot_s if self.spot_s > 0 else 1.0
+        rates = estimated_rates(
+            await self.fleet.stats(), self.config.rates == "homogeneous", self.config.rate
+        )
+        alpha = self.meter.observed_alpha
         remaining = (self.config.batches - self.processed) * self.config.batch_size
         self.spot = self._allocate(rates, remaining, self.deadline_s - now, alpha)
 
@@ -221,20 +225,17 @@ class PolicyRun:
         return changed
 
     def _bill(self, until: float) -> None:
-        """Charge the interval since the last bill at the current states and spot price."""
-        span = until - self.billed_to
-        if span <= 0:
-            return
-        on_demand = sum(
-            1 for s in self.fleet.slots if s.index not in self.spot and s.index not in self.lost
+        """Charge the time since the last bill at the current states and spot price."""
+        self.meter.charge_until(
+            until,
+            on_demand=sum(
+                1 for i in range(self.config.workers) if i not in self.spot and i not in self.lost
+            ),
+            spot=len(self.spot),
+            spot_up=sum(1 for s in self.fleet.slots if s.index in self.spot and s.up),
+            spot_rate=sum(self.rates[i] for i in self.spot),
+            spot_price=self.price,
         )
-        spot_up = sum(1 for s in self.fleet.slots if s.index in self.spot and s.up)
-        hourly = on_demand * self.config.on_demand_price + spot_up * self.price
-        self.cost += hourly * span / 3600.0
-        self.spot_s += len(self.spot) * span
-        self.spot_up_s += spot_up * span
-        self.spot_rate_s += sum(self.rates[i] for i in self.spot) * span
-        self.billed_to = until
 
     def _timeline_row(self, now: float) -> None:
         self.timeline.append(
@@ -243,7 +244,7 @@ class PolicyRun:
                 "p_spot": self.price,
                 "n_spot": len(self.spot),
                 "n_running": sum(s.up for s in self.fleet.slots),
-                "cost": self.cost,
+                "cost": self.meter.cost,
             }
         )
 
@@ -259,7 +260,7 @@ class PolicyRun:
         overheads = [1.0 - u["compute_s"] / u["update_s"] for u in updates if u["update_s"] > 0]
         config, mean_price = self.config, self.servers.mean_spot_price
         summary = {
-            "cost": self.cost,
+            "cost": self.meter.cost,
             "cost_bound": None
             if self.policy == "on-demand"
             else cost_bound(
@@ -267,8 +268,8 @@ class PolicyRun:
             ),
             "cost_expected": predicted_cost_ratio(
                 self.rates,
-                self.spot_s / finish_s,
-                self.spot_rate_s / finish_s,
+                self.meter.spot_s / finish_s,
+                self.meter.spot_rate_s / finish_s,
                 config.alpha,
                 mean_price,
                 config.on_demand_price,
@@ -281,7 +282,7 @@ class PolicyRun:
             "accuracy": tests[-1]["accuracy"],
             "loss": tests[-1]["loss"],
             "preemptions": self.preemptions,
-            "mean_spot_workers": self.spot_s / finish_s,
+            "mean_spot_workers": self.meter.spot_s / finish_s,
             "gradients_skipped": ps_report["skipped"],
             "duplicates_rejected": ps_report["duplicates"],
             "ray_overhead_fraction": sum(overheads) / len(overheads) if overheads else None,
