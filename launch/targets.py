@@ -51,7 +51,7 @@ def run_workload(
     """Run the workload on the chosen target; returns the local results folder."""
     if address and stack:
         raise TargetError("give --address or --stack, not both")
-    local_out = out or PROJECT_DIR / default_location(run.name)
+    local_out = (out or PROJECT_DIR / default_location(run.name)).resolve()
     if local_out.exists() and any(local_out.iterdir()):
         raise TargetError(f"--out {local_out} already holds files")
     if stack:
@@ -66,7 +66,7 @@ def run_workload(
 
 def run_local(run: WorkloadRun, local_out: Path) -> None:
     """The workload in a child process here; its `ray.init()` starts a Ray that ends with it."""
-    inputs = {flag: str(path) for flag, path in run.inputs.items()}
+    inputs = {flag: str(path.resolve()) for flag, path in run.inputs.items()}
     command = [sys.executable, *run.command(str(local_out), "local", inputs)]
     completed = subprocess.run(command, cwd=PROJECT_DIR, check=False)
     if completed.returncode != 0:
