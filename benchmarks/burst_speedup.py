@@ -23,29 +23,38 @@ WORKLOADS = ("image", "param-server")
 
 def row(workload: str, summary: dict[str, Any]) -> str:
     runs = summary["runs"]
-    return (f"{workload:<13} {summary['bandwidth_mbit']:>8.0f} "
-            f"{runs['default']['makespan_s']:>11.1f} {runs['data-aware']['makespan_s']:>11.1f} "
-            f"{summary['lower_bound_s']:>8.1f} {summary['speedup']:>8.2f} "
-            f"{runs['default']['makespan_over_bound']:>12.2f} "
-            f"{runs['data-aware']['makespan_over_bound']:>12.2f}")
+    return (
+        f"{workload:<13} {summary['bandwidth_mbit']:>8.0f} "
+        f"{runs['default']['makespan_s']:>11.1f} {runs['data-aware']['makespan_s']:>11.1f} "
+        f"{summary['lower_bound_s']:>8.1f} {summary['speedup']:>8.2f} "
+        f"{runs['default']['makespan_over_bound']:>12.2f} "
+        f"{runs['data-aware']['makespan_over_bound']:>12.2f}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    parser.add_argument("--out", default=f"results/benchmarks/burst/{stamp}",
-                        help="folder for every case's results")
+    parser.add_argument(
+        "--out", default=f"results/benchmarks/burst/{stamp}", help="folder for every case's results"
+    )
     parser.add_argument("--bw", default="30,100,200", help="bandwidths in Mbit/s")
     args = parser.parse_args()
     out = Path(args.out)
-    header = (f"{'workload':<13} {'Mbit/s':>8} {'default s':>11} {'data-aware s':>11} "
-              f"{'bound s':>8} {'speedup':>8} {'default/LB':>12} {'aware/LB':>12}")
+    header = (
+        f"{'workload':<13} {'Mbit/s':>8} {'default s':>11} {'data-aware s':>11} "
+        f"{'bound s':>8} {'speedup':>8} {'default/LB':>12} {'aware/LB':>12}"
+    )
     rows = []
     for workload in WORKLOADS:
         for bw in args.bw.split(","):
             print(f"=== {workload} at {bw} Mbit/s ===", flush=True)
-            folder = run_burst(BurstOptions(workload=workload), bw, out / f"{workload}-{bw}",
-                               show=lambda line: None)
+            folder = run_burst(
+                BurstOptions(workload=workload),
+                bw,
+                out / f"{workload}-{bw}",
+                show=lambda line: None,
+            )
             summary = json.loads((folder / "summary.json").read_text())
             rows.append(row(workload, summary))
             print(header + "\n" + rows[-1], flush=True)

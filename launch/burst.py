@@ -52,16 +52,24 @@ class BurstOptions:
     def workload_args(self, profile: Profile) -> list[str]:
         """The workload's flags; sizes only when given (the workload owns the defaults)."""
         flags: dict[str, Any] = {
-            "--workload": self.workload, "--data": self.data, "--scheduler": self.scheduler,
-            "--images": self.images, "--image-side": self.image_side,
+            "--workload": self.workload,
+            "--data": self.data,
+            "--scheduler": self.scheduler,
+            "--images": self.images,
+            "--image-side": self.image_side,
             "--directories": self.directories,
             "--images-per-directory": self.images_per_directory,
-            "--task-cpus": self.task_cpus, "--seed": self.seed,
+            "--task-cpus": self.task_cpus,
+            "--seed": self.seed,
             "--bandwidth-mbit": profile.cross_site(ONPREM).bandwidth_mbit,
             "--profile": profile.name,
         }
-        return [part for flag, value in flags.items() if value is not None
-                for part in (flag, str(value))]
+        return [
+            part
+            for flag, value in flags.items()
+            if value is not None
+            for part in (flag, str(value))
+        ]
 
 
 def profile_file(profile: Profile) -> Path | None:
@@ -72,9 +80,14 @@ def profile_file(profile: Profile) -> Path | None:
     return path if path.is_file() else None
 
 
-def run_burst(options: BurstOptions, bw: str, out: Path | None = None,
-              stack: str | None = None, show: Show = print,
-              watch: Watch | None = None) -> Path:
+def run_burst(
+    options: BurstOptions,
+    bw: str,
+    out: Path | None = None,
+    stack: str | None = None,
+    show: Show = print,
+    watch: Watch | None = None,
+) -> Path:
     """Run the burst workload (lab, or `stack`), draw its figures; returns the folder."""
     profile = load_profile(bw=bw)
     bucket = ["--bucket", LAB_BUCKET] if options.data == "s3" else []
@@ -90,20 +103,30 @@ def run_burst(options: BurstOptions, bw: str, out: Path | None = None,
     return local_out
 
 
-def lab_driver_argv(lab: LabDescription, options: BurstOptions, profile: Profile,
-                    local_out: Path) -> list[str]:
+def lab_driver_argv(
+    lab: LabDescription, options: BurstOptions, profile: Profile, local_out: Path
+) -> list[str]:
     """The driver's command line at the lab's on-prem site (the login node's place)."""
     env = [f"RAY_ADDRESS={lab.ray_address}"]
     args = options.workload_args(profile) + [
-        "--lab", lab.kind, "--target", f"lab:{lab.kind}", "--out", str(local_out),
-        "--data-dir", str(Path(lab.storage[ONPREM]) / "burst-inputs"),
-        "--stage-dir", str(Path(lab.temp_dir) / "stage"),
+        "--lab",
+        lab.kind,
+        "--target",
+        f"lab:{lab.kind}",
+        "--out",
+        str(local_out),
+        "--data-dir",
+        str(Path(lab.storage[ONPREM]) / "burst-inputs"),
+        "--stage-dir",
+        str(Path(lab.temp_dir) / "stage"),
     ]
     if options.data == "s3":
         credentials = lab.s3_credentials
-        env += [f"AWS_ACCESS_KEY_ID={credentials['aws_access_key_id']}",
-                f"AWS_SECRET_ACCESS_KEY={credentials['aws_secret_access_key']}",
-                f"AWS_DEFAULT_REGION={credentials['region_name']}"]
+        env += [
+            f"AWS_ACCESS_KEY_ID={credentials['aws_access_key_id']}",
+            f"AWS_SECRET_ACCESS_KEY={credentials['aws_secret_access_key']}",
+            f"AWS_DEFAULT_REGION={credentials['region_name']}",
+        ]
         args += ["--bucket", LAB_BUCKET, "--s3-endpoint", lab.s3_endpoint_url]
     path = profile_file(profile)
     if path is not None:
@@ -111,17 +134,24 @@ def lab_driver_argv(lab: LabDescription, options: BurstOptions, profile: Profile
     return ["env", *env, sys.executable, "-m", "workloads.burst", *args]
 
 
-def run_in_lab(options: BurstOptions, profile: Profile, local_out: Path, show: Show,
-               watch: Watch | None = None) -> None:
+def run_in_lab(
+    options: BurstOptions, profile: Profile, local_out: Path, show: Show, watch: Watch | None = None
+) -> None:
     """Bring the lab up for the profile, run the driver on-prem, tear the lab down (also on
     Ctrl-C or failure)."""
-    with two_site_lab(profile, kind=options.kind, cloud_nodes=options.cloud_nodes,
-                      hpc_cpus=options.hpc_cpus, cloud_cpus=options.cloud_cpus) as lab:
+    with two_site_lab(
+        profile,
+        kind=options.kind,
+        cloud_nodes=options.cloud_nodes,
+        hpc_cpus=options.hpc_cpus,
+        cloud_cpus=options.cloud_cpus,
+    ) as lab:
         run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch)
 
 
-def run_driver(lab: LabDescription, argv: list[str], show: Show,
-               watch: Watch | None = None) -> None:
+def run_driver(
+    lab: LabDescription, argv: list[str], show: Show, watch: Watch | None = None
+) -> None:
     """The driver at the lab's on-prem site, its output shown line by line; `watch` sees
     every line too (the fault test kills a node on one)."""
     with _driver(lab.command(argv)) as driver:
@@ -137,8 +167,9 @@ def run_driver(lab: LabDescription, argv: list[str], show: Show,
 
 @contextmanager
 def _driver(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
-    process = subprocess.Popen(argv, cwd=PROJECT_DIR, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        argv, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         yield process
     finally:
@@ -156,8 +187,9 @@ def burst_outputs(outputs: dict[str, Any]) -> tuple[str, str, str]:
     ids = outputs.get("burstInstanceIds")
     logins = ids.get(LOGIN) if isinstance(ids, dict) else None
     if not logins or not isinstance(logins, list):
-        raise StackOutputsError(f"stack output burstInstanceIds has no {LOGIN!r} instance; "
-                                "is the burst stack deployed?")
+        raise StackOutputsError(
+            f"stack output burstInstanceIds has no {LOGIN!r} instance; is the burst stack deployed?"
+        )
     missing = [key for key in ("bucketName", "region") if not outputs.get(key)]
     if missing:
         raise StackOutputsError(f"the stack has no output {', '.join(missing)}")
@@ -166,7 +198,12 @@ def burst_outputs(outputs: dict[str, Any]) -> tuple[str, str, str]:
 
 def stack_run(options: BurstOptions, profile: Profile, bucket: str) -> WorkloadRun:
     args = options.workload_args(profile) + [
-        "--lab", "aws", "--data-dir", f"{AWS_SHARE}/inputs", "--stage-dir", f"{AWS_SHARE}/staged",
+        "--lab",
+        "aws",
+        "--data-dir",
+        f"{AWS_SHARE}/inputs",
+        "--stage-dir",
+        f"{AWS_SHARE}/staged",
     ]
     if options.data == "s3":
         args += ["--bucket", bucket]
@@ -175,8 +212,16 @@ def stack_run(options: BurstOptions, profile: Profile, bucket: str) -> WorkloadR
     return WorkloadRun("burst", "workloads.burst", tuple(args), inputs)
 
 
-def run_on_stack(options: BurstOptions, profile: Profile, local_out: Path, stack: str,
-                 show: Show, *, outputs: dict[str, Any] | None = None, ssm: Any = None) -> None:
+def run_on_stack(
+    options: BurstOptions,
+    profile: Profile,
+    local_out: Path,
+    stack: str,
+    show: Show,
+    *,
+    outputs: dict[str, Any] | None = None,
+    ssm: Any = None,
+) -> None:
     """Shape the burst nodes via SSM, submit through an SSM tunnel to the login node's
     dashboard, bring the results back through the bucket, then reset the shaping."""
     outputs = outputs if outputs is not None else pulumi_cli.stack_outputs(stack)
@@ -187,15 +232,24 @@ def run_on_stack(options: BurstOptions, profile: Profile, local_out: Path, stack
         if not all(status.ok for status in statuses):
             raise RuntimeError("shaping the burst nodes failed (see above); nothing was run")
         with ssm_port_forward(login, DASHBOARD_PORT, region) as port:
-            remote = Remote(address=f"http://127.0.0.1:{port}", label=f"stack:{stack}",
-                            bucket=bucket, region=region)
+            remote = Remote(
+                address=f"http://127.0.0.1:{port}",
+                label=f"stack:{stack}",
+                bucket=bucket,
+                region=region,
+            )
             run_remote(stack_run(options, profile, bucket), remote, local_out, show)
     finally:
         show(format_statuses(netem_on_stack(stack, None, outputs=outputs, ssm=ssm)))
 
 
-def sweep_burst(options: BurstOptions, bandwidths: list[str], out: Path | None = None,
-                stack: str | None = None, show: Show = print) -> Path:
+def sweep_burst(
+    options: BurstOptions,
+    bandwidths: list[str],
+    out: Path | None = None,
+    stack: str | None = None,
+    show: Show = print,
+) -> Path:
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
     if not bandwidths:
         raise ValueError("--bw names no bandwidth")
@@ -212,4 +266,3 @@ def sweep_burst(options: BurstOptions, bandwidths: list[str], out: Path | None =
     (folder / "sweep.json").write_text(json.dumps(runs, indent=2) + "\n")
     draw_sweep(folder, runs)
     return folder
-

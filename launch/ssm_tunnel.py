@@ -19,24 +19,35 @@ class TunnelFailed(RuntimeError):
     """The SSM session did not open the forward."""
 
 
-def tunnel_command(instance_id: str, remote_port: int, local_port: int,
-                   region: str | None) -> list[str]:
-    command = ["aws", "ssm", "start-session", "--target", instance_id,
-               "--document-name", "AWS-StartPortForwardingSession",
-               "--parameters", f"portNumber={remote_port},localPortNumber={local_port}"]
+def tunnel_command(
+    instance_id: str, remote_port: int, local_port: int, region: str | None
+) -> list[str]:
+    command = [
+        "aws",
+        "ssm",
+        "start-session",
+        "--target",
+        instance_id,
+        "--document-name",
+        "AWS-StartPortForwardingSession",
+        "--parameters",
+        f"portNumber={remote_port},localPortNumber={local_port}",
+    ]
     return command + (["--region", region] if region else [])
 
 
 @contextmanager
-def ssm_port_forward(instance_id: str, remote_port: int,
-                     region: str | None = None) -> Iterator[int]:
+def ssm_port_forward(
+    instance_id: str, remote_port: int, region: str | None = None
+) -> Iterator[int]:
     """Forward a free local port to `remote_port` on the instance; yields the local port
     once the session reports it is waiting for connections; ends the session afterwards."""
     local_port = free_local_port()
     command = tunnel_command(instance_id, remote_port, local_port, region)
     try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True)
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     except FileNotFoundError:
         raise TunnelFailed("the aws CLI is not installed (needed for --stack)") from None
     try:

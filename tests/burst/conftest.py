@@ -14,13 +14,15 @@ from netem.lab.netns import netns_supported
 from netem.profile import load_profile
 
 BANDWIDTH = "100"
-needs_netns = pytest.mark.skipif(not netns_supported()[0],
-                                 reason=f"netns lab unavailable: {netns_supported()[1]}")
+needs_netns = pytest.mark.skipif(
+    not netns_supported()[0], reason=f"netns lab unavailable: {netns_supported()[1]}"
+)
 
 
 @pytest.fixture(autouse=True)
-def private_state_dir(tmp_path_factory: pytest.TempPathFactory,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+def private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Lab state files of these tests stay out of the user's /run/spotburst/labs."""
     monkeypatch.setenv("SPOTBURST_LAB_STATE_DIR", str(tmp_path_factory.getbasetemp() / "labs"))
 
@@ -31,8 +33,9 @@ def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDescript
     mp = pytest.MonkeyPatch()
     mp.setenv("SPOTBURST_LAB_STATE_DIR", str(tmp_path_factory.getbasetemp() / "labs"))
     try:
-        with two_site_lab(load_profile(bw=BANDWIDTH), kind="netns",
-                          progress=lambda message: None) as lab:
+        with two_site_lab(
+            load_profile(bw=BANDWIDTH), kind="netns", progress=lambda message: None
+        ) as lab:
             yield lab
     finally:
         mp.undo()

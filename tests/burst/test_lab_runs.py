@@ -10,23 +10,30 @@ from launch.burst import BurstOptions, run_burst
 from netem.lab.netns import existing_namespaces
 from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
 
-TINY_IMAGES = BurstOptions(workload="image", data="nfs", scheduler="both", images=10,
-                           image_side=500)
+TINY_IMAGES = BurstOptions(
+    workload="image", data="nfs", scheduler="both", images=10, image_side=500
+)
 
 
 @needs_netns
 def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(tmp_path: Path) -> None:
     lines: list[str] = []
     labs: set[str] = set()
-    folder = run_burst(TINY_IMAGES, BANDWIDTH, tmp_path / "out", show=lines.append,
-                       watch=lambda line, lab: labs.add(lab.lab_id))
+    folder = run_burst(
+        TINY_IMAGES,
+        BANDWIDTH,
+        tmp_path / "out",
+        show=lines.append,
+        watch=lambda line, lab: labs.add(lab.lab_id),
+    )
     summary = read_summary(folder)
     assert summary["lab"] == "netns" and summary["bandwidth_mbit"] == 106.0
     assert summary["profile"] == "100m" and summary["workload"] == "image"
     assert summary["data"] == "nfs" and summary["lower_bound_s"] > 0
     assert set(summary["runs"]) == {"default", "data-aware"}
-    assert summary["speedup"] == round(summary["runs"]["default"]["makespan_s"]
-                                       / summary["runs"]["data-aware"]["makespan_s"], 3)
+    assert summary["speedup"] == round(
+        summary["runs"]["default"]["makespan_s"] / summary["runs"]["data-aware"]["makespan_s"], 3
+    )
     for name, run in summary["runs"].items():
         records = read_tasks(folder, name)
         assert sorted(r["task"] for r in records) == [f"img-{i:04d}" for i in range(10)]
@@ -35,16 +42,17 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(tmp_path: Path
         assert run["tasks"] == 10 and run["tasks_on_cloud"] == len(on_cloud)
         # only cloud tasks move data (nfs is on-prem), exactly their input bytes
         assert run["bytes_to_cloud"] == sum(r["bytes"] for r in on_cloud)
-        assert all(r["bytes_moved"] == (r["bytes"] if r["site"] == "cloud" else 0)
-                   for r in records)
+        assert all(r["bytes_moved"] == (r["bytes"] if r["site"] == "cloud" else 0) for r in records)
         assert all(r["transfer_end"] <= r["compute_start"] for r in on_cloud)
         assert run["makespan_s"] >= max(r["compute_end"] for r in records) - 0.01
     aware = read_tasks(folder, "data-aware")
     assert any(r["site"] == "cloud" for r in aware), "the data-aware run never used the cloud"
     provenance = json.loads((folder / "provenance.json").read_text())
     profile = Path(__file__).resolve().parents[2] / "netem" / "profiles" / "100m.json"
-    assert provenance["inputs"]["profile"]["sha256"] == hashlib.sha256(
-        profile.read_bytes()).hexdigest()
+    assert (
+        provenance["inputs"]["profile"]["sha256"]
+        == hashlib.sha256(profile.read_bytes()).hexdigest()
+    )
     assert provenance["seeds"] == {"inputs": 0} and provenance["parameters"]["images"] == 10
     for figure in ("gantt_default.png", "gantt_data-aware.png", "makespan.png"):
         assert (folder / figure).stat().st_size > 1000

@@ -16,8 +16,9 @@ from netem.topology import CLOUD
 from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
 
 
-def run(lab: LabDescription, options: BurstOptions, out: Path,
-        watch: Watch | None = None) -> list[str]:
+def run(
+    lab: LabDescription, options: BurstOptions, out: Path, watch: Watch | None = None
+) -> list[str]:
     lines: list[str] = []
     argv = lab_driver_argv(lab, options, load_profile(bw=BANDWIDTH), out)
     run_driver(lab, argv, lines.append, watch)
@@ -26,12 +27,13 @@ def run(lab: LabDescription, options: BurstOptions, out: Path,
 
 @needs_netns
 def test_param_server_reads_its_inputs_from_s3_on_every_node(
-        shared_lab: LabDescription, tmp_path: Path) -> None:
-    options = BurstOptions(workload="param-server", data="s3", scheduler="both",
-                           directories=6, images_per_directory=2)
+    shared_lab: LabDescription, tmp_path: Path
+) -> None:
+    options = BurstOptions(
+        workload="param-server", data="s3", scheduler="both", directories=6, images_per_directory=2
+    )
     lines = run(shared_lab, options, tmp_path)
-    assert any("generating 6 param-server tasks at s3://spotburst-burst/" in line
-               for line in lines)
+    assert any("generating 6 param-server tasks at s3://spotburst-burst/" in line for line in lines)
     summary = read_summary(tmp_path)
     assert summary["data"] == "s3" and summary["workload"] == "param-server"
     for name, run_summary in summary["runs"].items():
@@ -42,15 +44,24 @@ def test_param_server_reads_its_inputs_from_s3_on_every_node(
         assert all(r["output"].startswith("loss=") for r in records)
         assert run_summary["updates"] == 6  # every gradient reached the parameter server
     # a second run finds the uploaded inputs and reuses them
-    again = run(shared_lab, BurstOptions(workload="param-server", data="s3",
-                                         scheduler="data-aware", directories=6,
-                                         images_per_directory=2), tmp_path / "again")
+    again = run(
+        shared_lab,
+        BurstOptions(
+            workload="param-server",
+            data="s3",
+            scheduler="data-aware",
+            directories=6,
+            images_per_directory=2,
+        ),
+        tmp_path / "again",
+    )
     assert any("reusing 6 tasks at s3://" in line for line in again)
 
 
 @needs_netns
 def test_killing_the_cloud_node_mid_run_still_yields_every_output(
-        shared_lab: LabDescription, tmp_path: Path) -> None:
+    shared_lab: LabDescription, tmp_path: Path
+) -> None:
     killed: list[int] = []
 
     def kill_cloud_after_its_first_task(line: str, lab: LabDescription) -> None:
@@ -59,8 +70,9 @@ def test_killing_the_cloud_node_mid_run_still_yields_every_output(
                 os.kill(pid, signal.SIGKILL)  # every process of the lab's cloud site
                 killed.append(pid)
 
-    options = BurstOptions(workload="image", data="nfs", scheduler="data-aware", images=16,
-                           image_side=900)
+    options = BurstOptions(
+        workload="image", data="nfs", scheduler="data-aware", images=16, image_side=900
+    )
     lines = run(shared_lab, options, tmp_path, kill_cloud_after_its_first_task)
     assert killed, "the cloud node never finished a task, so it was never killed"
     summary = read_summary(tmp_path)

@@ -42,10 +42,17 @@ class FakeSsm:
 
     def get_command_invocation(self, CommandId: str, InstanceId: str) -> dict[str, Any]:
         lines = self.scripts[int(CommandId) - 1][1]
-        out = f"{DISCOVER_MARK} iface=eth0 netem=yes\n" if any(
-            DISCOVER_MARK in line for line in lines) else ""
-        return {"Status": "Success", "ResponseCode": 0, "StandardOutputContent": out,
-                "StandardErrorContent": ""}
+        out = (
+            f"{DISCOVER_MARK} iface=eth0 netem=yes\n"
+            if any(DISCOVER_MARK in line for line in lines)
+            else ""
+        )
+        return {
+            "Status": "Success",
+            "ResponseCode": 0,
+            "StandardOutputContent": out,
+            "StandardErrorContent": "",
+        }
 
 
 class FakeSession:
@@ -55,9 +62,11 @@ class FakeSession:
 
     def __init__(self, argv: list[str], **kwargs: Any) -> None:
         FakeSession.started.append(argv)
-        self.stdout = io.StringIO("Starting session with SessionId: s-1\n"
-                                  "Port 40000 opened for sessionId s-1.\n"
-                                  "Waiting for connections...\n")
+        self.stdout = io.StringIO(
+            "Starting session with SessionId: s-1\n"
+            "Port 40000 opened for sessionId s-1.\n"
+            "Waiting for connections...\n"
+        )
         self.stderr = None
         self.returncode: int | None = None
 
@@ -76,31 +85,61 @@ class FakeSession:
 
 def fake_subprocess(popen: Any) -> SimpleNamespace:
     """The tunnel module's view of `subprocess`, with `Popen` replaced."""
-    return SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE,
-                           TimeoutExpired=subprocess.TimeoutExpired)
+    return SimpleNamespace(
+        Popen=popen, PIPE=subprocess.PIPE, TimeoutExpired=subprocess.TimeoutExpired
+    )
 
 
 def fake_results(out: str) -> dict[str, bytes]:
-    record = {"scheduler": "data-aware", "task": "img-0000", "site": "cloud", "role": "cloud",
-              "node_ip": "10.30.0.5", "transfer_start": 0.0, "transfer_end": 1.0,
-              "compute_start": 1.0, "compute_end": 2.0}
-    summary = {"lab": "aws", "bandwidth_mbit": 31.0, "profile": "30m", "workload": "image",
-               "data": "nfs", "lower_bound_s": 1.5, "speedup": None,
-               "runs": {"data-aware": {"makespan_s": 2.0, "tasks": 1, "tasks_on_cloud": 1,
-                                       "bytes_to_cloud": 10, "retried_tasks": 0,
-                                       "lost_nodes": 0, "makespan_over_bound": 1.33}}}
-    return {"summary.json": json.dumps(summary).encode(), "provenance.json": b"{}",
-            "records/tasks_data-aware.jsonl": (json.dumps(record) + "\n").encode()}
+    record = {
+        "scheduler": "data-aware",
+        "task": "img-0000",
+        "site": "cloud",
+        "role": "cloud",
+        "node_ip": "10.30.0.5",
+        "transfer_start": 0.0,
+        "transfer_end": 1.0,
+        "compute_start": 1.0,
+        "compute_end": 2.0,
+    }
+    summary = {
+        "lab": "aws",
+        "bandwidth_mbit": 31.0,
+        "profile": "30m",
+        "workload": "image",
+        "data": "nfs",
+        "lower_bound_s": 1.5,
+        "speedup": None,
+        "runs": {
+            "data-aware": {
+                "makespan_s": 2.0,
+                "tasks": 1,
+                "tasks_on_cloud": 1,
+                "bytes_to_cloud": 10,
+                "retried_tasks": 0,
+                "lost_nodes": 0,
+                "makespan_over_bound": 1.33,
+            }
+        },
+    }
+    return {
+        "summary.json": json.dumps(summary).encode(),
+        "provenance.json": b"{}",
+        "records/tasks_data-aware.jsonl": (json.dumps(record) + "\n").encode(),
+    }
 
 
 def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     submitted: dict[str, Any] = {}
 
-    def fake_run_job(address: str, folder: Path, command: list[str], env: dict[str, str],
-                     show: Any) -> str:
-        submitted.update(address=address, command=command,
-                         files=sorted(p.name for p in folder.rglob("*.json")))
+    def fake_run_job(
+        address: str, folder: Path, command: list[str], env: dict[str, str], show: Any
+    ) -> str:
+        submitted.update(
+            address=address, command=command, files=sorted(p.name for p in folder.rglob("*.json"))
+        )
         job_out = command[command.index("--out") + 1]
         bucket, prefix = job_out.removeprefix("s3://").split("/", 1)
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -117,8 +156,15 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     out = tmp_path / "out"
     with mock_aws():
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="burst-bucket")
-        burst.run_on_stack(BurstOptions(images=4), load_profile(bw=30), out, "dev",
-                           show=lambda line: None, outputs=OUTPUTS, ssm=ssm)
+        burst.run_on_stack(
+            BurstOptions(images=4),
+            load_profile(bw=30),
+            out,
+            "dev",
+            show=lambda line: None,
+            outputs=OUTPUTS,
+            ssm=ssm,
+        )
     [session] = FakeSession.started
     assert session[:4] == ["aws", "ssm", "start-session", "--target"]
     assert session[4] == "i-login" and "portNumber=8265" in " ".join(session)
@@ -136,13 +182,18 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     assert (out / "records" / "tasks_data-aware.jsonl").is_file()
     scripts = [" ".join(lines) for _, lines in ssm.scripts]
     shaped = [i for i, text in enumerate(scripts) if "tbf rate 31mbit" in text]
-    resets = [i for i, text in enumerate(scripts)
-              if "qdisc del dev eth0 root" in text and "tbf" not in text]
+    resets = [
+        i
+        for i, text in enumerate(scripts)
+        if "qdisc del dev eth0 root" in text and "tbf" not in text
+    ]
     assert shaped and resets, "the profile must be applied, then reset"
     assert max(shaped) < min(resets)  # shaped before the run, reset after it
 
+
 def test_a_failed_shaping_runs_nothing_and_still_resets(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     class FailingSsm(FakeSsm):
         def get_command_invocation(self, CommandId: str, InstanceId: str) -> dict[str, Any]:
             answer = super().get_command_invocation(CommandId, InstanceId)
@@ -156,12 +207,18 @@ def test_a_failed_shaping_runs_nothing_and_still_resets(
     monkeypatch.setattr(tunnel, "subprocess", fake_subprocess(no_session))
     ssm = FailingSsm()
     with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
-        burst.run_on_stack(BurstOptions(), load_profile(bw=30), tmp_path / "o", "dev",
-                           show=lambda line: None, outputs=OUTPUTS, ssm=ssm)
+        burst.run_on_stack(
+            BurstOptions(),
+            load_profile(bw=30),
+            tmp_path / "o",
+            "dev",
+            show=lambda line: None,
+            outputs=OUTPUTS,
+            ssm=ssm,
+        )
     assert any("qdisc del" in " ".join(lines) for _, lines in ssm.scripts[-1:])
 
 
 def test_stack_outputs_without_a_login_node_are_named() -> None:
     with pytest.raises(ValueError, match="burstInstanceIds has no 'login'"):
-        burst.burst_outputs({"burstInstanceIds": {"hpc": ["i"]}, "bucketName": "b",
-                             "region": "r"})
+        burst.burst_outputs({"burstInstanceIds": {"hpc": ["i"]}, "bucketName": "b", "region": "r"})

@@ -15,19 +15,22 @@ from workloads.common.storage import LocalStorage
 
 
 def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
-    config = BurstConfig(workload="param-server", directories=3, images_per_directory=2,
-                         ps_image_side=96)
+    config = BurstConfig(
+        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96
+    )
     first = ensure_inputs(config, LocalStorage(tmp_path / "a"), say=lambda line: None)
     second = ensure_inputs(config, LocalStorage(tmp_path / "b"), say=lambda line: None)
     assert first == second and len(first) == 3 and all(len(t.files) == 2 for t in first)
     assert (tmp_path / "a" / first[0].files[0]).read_bytes() == (
-        tmp_path / "b" / first[0].files[0]).read_bytes()
+        tmp_path / "b" / first[0].files[0]
+    ).read_bytes()
     assert first[0].nbytes == sum((tmp_path / "a" / f).stat().st_size for f in first[0].files)
     said: list[str] = []
     assert ensure_inputs(config, LocalStorage(tmp_path / "a"), say=said.append) == first
     assert said and said[0].startswith("inputs: reusing 3 tasks")
-    other = BurstConfig(workload="param-server", directories=3, images_per_directory=2,
-                        ps_image_side=96, seed=1)
+    other = BurstConfig(
+        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96, seed=1
+    )
     assert ensure_inputs(other, LocalStorage(tmp_path / "a"), say=lambda line: None) != first
     assert (tmp_path / "a" / MANIFEST).is_file()
 
@@ -56,19 +59,23 @@ def test_the_gradient_matches_finite_differences() -> None:
         down = {k: v.copy() for k, v in weights.items()}
         up[name][index] += 1e-3
         down[name][index] -= 1e-3
-        numeric = (compute.gradient(up, batch, labels)[1]
-                   - compute.gradient(down, batch, labels)[1]) / 2e-3
+        numeric = (
+            compute.gradient(up, batch, labels)[1] - compute.gradient(down, batch, labels)[1]
+        ) / 2e-3
         assert grads[name][index] == pytest.approx(numeric, rel=0.02, abs=1e-4)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--workload", "video"], "--workload 'video' is not one of image, param-server"),
-    (["--data", "tape"], "--data 'tape' is not one of nfs, s3"),
-    (["--scheduler", "fifo"], "--scheduler 'fifo' is not one of default, data-aware, both"),
-    (["--images", "0"], "--images must be positive"),
-    (["--data", "s3"], "--data s3 needs --bucket"),
-    (["--task-cpus", "-1"], "--task-cpus must be positive"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--workload", "video"], "--workload 'video' is not one of image, param-server"),
+        (["--data", "tape"], "--data 'tape' is not one of nfs, s3"),
+        (["--scheduler", "fifo"], "--scheduler 'fifo' is not one of default, data-aware, both"),
+        (["--images", "0"], "--images must be positive"),
+        (["--data", "s3"], "--data s3 needs --bucket"),
+        (["--task-cpus", "-1"], "--task-cpus must be positive"),
+    ],
+)
 def test_bad_flags_are_named(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         from_args(argv)

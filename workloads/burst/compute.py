@@ -56,11 +56,15 @@ def initial_weights(seed: int) -> dict[str, np.ndarray]:
 
 def load_batch(images: list[bytes]) -> np.ndarray:
     """Decode each image and resize it to 400x500: (n, 500, 400, 3) in [0, 1]."""
-    return np.stack([
-        np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize(PS_RESIZE),
-                   dtype=np.float32) / 255.0
-        for data in images
-    ])
+    return np.stack(
+        [
+            np.asarray(
+                Image.open(io.BytesIO(data)).convert("RGB").resize(PS_RESIZE), dtype=np.float32
+            )
+            / 255.0
+            for data in images
+        ]
+    )
 
 
 def _patches(x: np.ndarray) -> np.ndarray:

@@ -23,17 +23,25 @@ def compute_seconds(results: list[RunResult]) -> dict[str, float]:
     return times
 
 
-def bound_for(config: BurstConfig, tasks: list[TaskSpec], results: list[RunResult],
-              workers: list[NodeInfo], task_cpus: int) -> float:
+def bound_for(
+    config: BurstConfig,
+    tasks: list[TaskSpec],
+    results: list[RunResult],
+    workers: list[NodeInfo],
+    task_cpus: int,
+) -> float:
     """The lower bound from the compute times the runs measured (the shortest per task)."""
     seconds = compute_seconds(results)
-    slots = {site: sum(n.cpus // task_cpus for n in workers if n.site == site)
-             for site in (ONPREM, CLOUD)}
+    slots = {
+        site: sum(n.cpus // task_cpus for n in workers if n.site == site)
+        for site in (ONPREM, CLOUD)
+    }
     link = None
     if config.data == "nfs" and config.bandwidth_mbit:
         link = config.bandwidth_mbit * 1e6 / 8
-    return lower_bound([(seconds[t.name], float(t.nbytes)) for t in tasks],
-                       slots[ONPREM], slots[CLOUD], link)
+    return lower_bound(
+        [(seconds[t.name], float(t.nbytes)) for t in tasks], slots[ONPREM], slots[CLOUD], link
+    )
 
 
 def run_summary(result: RunResult, extra: dict[str, Any]) -> dict[str, Any]:
@@ -67,9 +75,12 @@ def summarize(
         own = bound_for(config, tasks, [results[name]], workers, task_cpus)
         run["lower_bound_s"] = round(own, 3)
         run["makespan_over_bound"] = round(run["makespan_s"] / own, 3) if own else None
-    speedup = None
+    speedup = same_compute = None
     if "default" in runs and "data-aware" in runs:
-        speedup = round(runs["default"]["makespan_s"] / runs["data-aware"]["makespan_s"], 3)
+        default, aware = runs["default"], runs["data-aware"]
+        speedup = round(default["makespan_s"] / aware["makespan_s"], 3)
+        if default["makespan_over_bound"] and aware["makespan_over_bound"]:
+            same_compute = round(default["makespan_over_bound"] / aware["makespan_over_bound"], 3)
     return {
         "lab": config.lab,
         "target": config.target,
@@ -84,6 +95,9 @@ def summarize(
         "lower_bound_s": round(bound, 3),
         "runs": runs,
         "speedup": speedup,
+        # each run against the bound of its own compute times: the speedup with the CPU
+        # speed drift of a shared machine between the two runs taken out
+        "speedup_at_equal_compute": same_compute,
     }
 
 
@@ -110,6 +124,7 @@ def format_table(summary: dict[str, Any]) -> str:
         )
     lines.append(
         f"lower bound {summary['lower_bound_s']:.2f} s; speedup (default / "
-        f"data-aware): {summary['speedup'] if summary['speedup'] else '-'}"
+        f"data-aware): {summary['speedup'] or '-'} (at equal compute speed: "
+        f"{summary.get('speedup_at_equal_compute') or '-'})"
     )
     return "\n".join(lines)
