@@ -78,7 +78,7 @@ def run_one(
     )
     server = None
     if config.workload == "param-server":
-        server = ParameterServer.options(
+        server = ParameterServer.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(head.node_id, soft=False),
             max_concurrency=64,
         ).remote(config.seed)
