@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from invoke import Context, Exit, task
 
 from launch import pulumi_cli
+
+if TYPE_CHECKING:
+    from launch.burst import BurstOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
 
@@ -246,3 +250,92 @@ def netem(c: Context, stack: str = "dev", bw: str | None = None, profile: str | 
 
 
 # --- burst ----------------------------------------------------------------------------------
+
+BURST_SIZES_HELP = "(default: the workload's, sized for a few minutes at 30 Mbit/s)"
+BURST_HELP = {
+    "workload": "image (per-image transform) or param-server (per-directory gradients)",
+    "data": "nfs (inputs on the on-prem file system) or s3 (inputs in a bucket)",
+    "scheduler": "default (plain Ray placement), data-aware (streaming) or both",
+    "out": "Results folder (default results/burst/<timestamp>)",
+    "stack": "Run on this Pulumi stack's burst nodes instead of the local lab",
+    "images": f"image workload: number of images {BURST_SIZES_HELP}",
+    "image_side": f"image workload: side of each generated image in pixels {BURST_SIZES_HELP}",
+    "directories": f"param-server workload: directories, one task each {BURST_SIZES_HELP}",
+    "images_per_directory": f"param-server workload: images per directory {BURST_SIZES_HELP}",
+    "task_cpus": "CPUs each task reserves (default: a whole worker node)",
+    "seed": "Seed of the generated inputs (default 0)",
+    "kind": KIND_HELP,
+    "cloud_nodes": "Local lab: number of cloud Ray nodes (1-8)",
+    "hpc_cpus": "Local lab: CPUs of the HPC worker node",
+    "cloud_cpus": "Local lab: CPUs of each cloud node",
+}
+
+
+def _burst_options(workload: str, data: str, scheduler: str, images: int | None,
+                   image_side: int | None, directories: int | None,
+                   images_per_directory: int | None, task_cpus: int | None, seed: int | None,
+                   kind: str, cloud_nodes: int, hpc_cpus: int, cloud_cpus: int) -> BurstOptions:
+    from launch.burst import BurstOptions
+
+    def number(value: int | None) -> int | None:  # invoke hands optional ints over as text
+        return None if value is None else int(value)
+
+    return BurstOptions(workload, data, scheduler, number(images), number(image_side),
+                        number(directories), number(images_per_directory), number(task_cpus),
+                        number(seed), kind, cloud_nodes, hpc_cpus, cloud_cpus)
+
+
+def _burst_errors() -> tuple[type[Exception], ...]:
+    from launch.targets import TargetError
+
+    return (*_netem_errors(), TargetError, RuntimeError)
+
+
+@task(help={"bw": BW_HELP, **BURST_HELP})
+def run_burst(c: Context, bw: str = "30", workload: str = "image", data: str = "nfs",
+              scheduler: str = "both", out: str | None = None, stack: str | None = None,
+              images: int | None = None, image_side: int | None = None,
+              directories: int | None = None, images_per_directory: int | None = None,
+              task_cpus: int | None = None, seed: int | None = None, kind: str = "auto",
+              cloud_nodes: int = 1, hpc_cpus: int = 2, cloud_cpus: int = 2) -> None:
+    """Burst workload at --bw Mbit/s: local two-site lab (default) or --stack; a table per
+    scheduler, results and figures in --out."""
+    from pathlib import Path
+
+    from launch.burst import run_burst as run
+
+    try:
+        options = _burst_options(workload, data, scheduler, images, image_side, directories,
+                                 images_per_directory, task_cpus, seed, kind, cloud_nodes,
+                                 hpc_cpus, cloud_cpus)
+        folder = run(options, bw, Path(out) if out else None, stack)
+    except _burst_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(f"results and figures: {folder}")
+
+
+@task(help={"bw": "Comma-separated bandwidths in Mbit/s, e.g. 30,50,100,150,200",
+            **BURST_HELP, "out": "Sweep folder (default results/burst-sweep/<timestamp>)"})
+def sweep_burst(c: Context, bw: str = "30,50,100,150,200", workload: str = "image",
+                data: str = "nfs", scheduler: str = "both", out: str | None = None,
+                stack: str | None = None, images: int | None = None,
+                image_side: int | None = None, directories: int | None = None,
+                images_per_directory: int | None = None, task_cpus: int | None = None,
+                seed: int | None = None, kind: str = "auto", cloud_nodes: int = 1,
+                hpc_cpus: int = 2, cloud_cpus: int = 2) -> None:
+    """run-burst at each bandwidth, then a makespan-vs-bandwidth figure."""
+    from pathlib import Path
+
+    from launch.burst import sweep_burst as sweep
+
+    bandwidths = [part.strip() for part in bw.split(",") if part.strip()]
+    try:
+        options = _burst_options(workload, data, scheduler, images, image_side, directories,
+                                 images_per_directory, task_cpus, seed, kind, cloud_nodes,
+                                 hpc_cpus, cloud_cpus)
+        folder = sweep(options, bandwidths, Path(out) if out else None,
+                       stack)
+    except _burst_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
+
