@@ -26,6 +26,7 @@ SMALL = DollConfig(
     k=2,
     eval_every=10,
     alpha=0.8,
+    deadline_factor=1.2,
     refresh_s=0.005,
     adapt_interval_s=0.25,
     seed=1,
@@ -74,7 +75,7 @@ def test_three_policies_write_summary_records_and_figures(local_ray: None, tmp_p
             [128.0] * 4, spot, spot * 128.0, 0.8, summary["mean_spot_price"], 0.286
         )
     )
-    assert static["cost_ratio"] < 1.0
+    assert spot == 3 and static["cost_ratio"] < 0.9  # predicted: 0.69
     timeline = read_records(storage, "static_timeline")
     costs = [row["cost"] for row in timeline]
     assert costs == sorted(costs) and costs[-1] == pytest.approx(static["cost"])

@@ -17,7 +17,7 @@ import ray
 
 from workloads.doll.worker import StreamWorker
 
-SPARES = 2
+SPARES = 4
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Fleet:
         self.hidden = hidden
         self.parameter_server = parameter_server
         self.slots = [Slot(index, rate) for index, rate in enumerate(rates)]
+        self.starting: dict[int, Any] = {}  # slot -> ready() of a fresh actor not yet seen up
         self.spares = [self._new_actor() for _ in range(SPARES)]
         for slot in self.slots:
             self._install(slot, self._new_actor())
@@ -78,7 +79,7 @@ class Fleet:
 
     def replace(self, slot: Slot, kill: bool) -> Any:
         """A fresh actor in the slot, down until told otherwise (the old one killed first
-        when `kill`); returns the fresh actor's ready() reference."""
+        when `kill`); the slot counts as starting until `started()` has seen it ready."""
         if kill:
             ray.kill(slot.actor, no_restart=True)
         slot.generation += 1
@@ -86,7 +87,18 @@ class Fleet:
         self.spares.append(self._new_actor())
         self._install(slot, fresh)
         fresh.begin.remote(slot.key, slot.rate, slot.generation * 7919 + slot.index)
-        return fresh.ready.remote()
+        self.starting[slot.index] = fresh.ready.remote()
+
+    def started(self) -> list[int]:
+        """Slots whose fresh actor has answered since the last call."""
+        if not self.starting:
+            return []
+        refs = list(self.starting.values())
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        answered = [index for index, ref in self.starting.items() if ref in ready]
+        for index in answered:
+            del self.starting[index]
+        return answered
 
     def lost(self) -> list[Slot]:
         """Slots whose actor died without being killed here."""
@@ -96,16 +108,24 @@ class Fleet:
         return [slot for slot in self.slots if slot.lifeline in dead_ids]
 
     async def stats(self, timeout_s: float = 1.0) -> list[tuple[int, float] | None]:
-        """(arrivals, up seconds) per slot; None for an actor that does not answer in time
-        (dead, or a replacement still starting)."""
-        futures = [asyncio.wrap_future(slot.actor.stats.remote().future()) for slot in self.slots]
-        done, pending = await asyncio.wait(futures, timeout=timeout_s)
-        for future in pending:
-            future.cancel()
-        return [
-            future.result() if future in done and future.exception() is None else None
-            for future in futures
-        ]
+        """(arrivals, up seconds) per slot; None for a slot whose actor is still starting
+        (never waited for) or does not answer in time (dead)."""
+        asked = {
+            slot.index: asyncio.wrap_future(slot.actor.stats.remote().future())
+            for slot in self.slots
+            if slot.index not in self.starting
+        }
+        done: set[asyncio.Future[Any]] = set()
+        if asked:
+            done, pending = await asyncio.wait(asked.values(), timeout=timeout_s)
+            for future in pending:
+                future.cancel()
+        answers: list[tuple[int, float] | None] = []
+        for slot in self.slots:
+            future = asked.get(slot.index)
+            ok = future is not None and future in done and future.exception() is None
+            answers.append(future.result() if ok and future is not None else None)
+        return answers
 
     def shutdown(self) -> None:
         for actor in [*self.actors(), *self.spares]:

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import ray
-
 from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
 from workloads.doll.billing import Meter
 from workloads.doll.config import DollConfig
@@ -56,7 +54,7 @@ class PolicyRun:
         self.deadline_s = config.deadline_factor * self.theta0_s
         self.chains = MarkovAvailability(config.workers, config.alpha, config.seed)
         self.chain_up = [True] * config.workers
-        self.lost: dict[int, Any] = {}  # slot index -> ready() of its replacement
+        self.lost: set[int] = set()  # slots lost for real, their fresh actor still starting
         self.spot: set[int] = set()
         self.meter = Meter(config.on_demand_price)
         self.price = 0.0
@@ -192,17 +190,17 @@ class PolicyRun:
                 )
 
     def _watch_lost(self, now: float) -> None:
+        """A worker lost for real is replaced at once and counts as preempted until its
+        fresh actor answers."""
         for slot in self.fleet.lost():
             self.events.append({"t": now, "worker": slot.index, "event": "lost"})
             self.say(f"[{self.policy}] worker {slot.index} lost; replacing it")
-            self.lost[slot.index] = self.fleet.replace(slot, kill=False)
-        if self.lost:
-            refs = list(self.lost.values())
-            back, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for index, ref in list(self.lost.items()):
-                if ref in back:
-                    del self.lost[index]
-                    self.events.append({"t": now, "worker": index, "event": "back"})
+            self.fleet.replace(slot, kill=False)
+            self.lost.add(slot.index)
+        for index in self.fleet.started():
+            if index in self.lost:
+                self.lost.discard(index)
+                self.events.append({"t": now, "worker": index, "event": "back"})
 
     def _should_run(self, slot: Slot) -> bool:
         if slot.index in self.lost:
