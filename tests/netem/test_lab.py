@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -139,9 +138,7 @@ def test_lab_down_without_a_lab_says_so() -> None:
 
 
 def test_a_bad_kind_is_refused_before_anything_starts() -> None:
-    started = time.monotonic()
     with pytest.raises(ValueError, match="kind 'vm'"):
         with two_site_lab(load_profile("30m"), kind="vm"):
             pass
-    assert time.monotonic() - started < 5
     assert recorded_lab_ids() == []
