@@ -113,15 +113,15 @@ def run_doll(c: Context, policy: str | None = None, deadline: str | None = None,
 
     from launch.doll import DollOptions
     from launch.doll import run_doll as run
-    from launch.port_forward import PortForwardFailed
     from launch.ray_jobs import JobFailed
+    from launch.tunnel import TunnelFailed
 
     options = DollOptions(policy, deadline, alpha, workers, rates,
                           Path(trace) if trace else None, zone, product, on_demand_price,
                           preemption, seed)
     try:
         folder = run(options, address, stack, Path(out) if out else None)
-    except (ValueError, PortForwardFailed, JobFailed, pulumi_cli.PulumiCliMissing) as error:
+    except (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiCliMissing) as error:
         raise Exit(f"error: {error}", code=2) from None
     print(f"results and figures in {folder}")
 

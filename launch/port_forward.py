@@ -4,26 +4,12 @@ needed; the kubeconfig (a secret) lives in a private temporary file meanwhile.""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from tempfile import NamedTemporaryFile
 
-READY_TIMEOUT_S = 60.0
-
-
-class PortForwardFailed(RuntimeError):
-    """kubectl could not open the forward."""
-
-
-def free_local_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from launch.tunnel import free_local_port, tunnel
 
 
 @contextmanager
@@ -55,37 +41,5 @@ def port_forward(kubeconfig: str, namespace: str, service: str, remote_port: int
             "--address",
             "127.0.0.1",
         ]
-        try:
-            process = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        except FileNotFoundError:
-            raise PortForwardFailed("kubectl is not installed (needed for --stack)") from None
-        try:
-            _wait_until_forwarding(process)
+        with tunnel(command, "Forwarding from", "--stack"):
             yield local_port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _wait_until_forwarding(process: subprocess.Popen[str]) -> None:
-    """Block until kubectl prints 'Forwarding from', or fail with its error output."""
-    timer = threading.Timer(READY_TIMEOUT_S, process.kill)
-    timer.start()
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("Forwarding from"):
-                # keep reading, or kubectl blocks once its "Handling connection" lines fill
-                # the pipe
-                threading.Thread(target=process.stdout.read, daemon=True).start()
-                return
-    finally:
-        timer.cancel()
-    error = process.stderr.read() if process.stderr else ""
-    raise PortForwardFailed(f"kubectl port-forward ended before forwarding: {error.strip()}")

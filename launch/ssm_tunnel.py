@@ -4,19 +4,12 @@ port, for as long as needed."""
 
 from __future__ import annotations
 
-import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from launch.port_forward import free_local_port
+from launch.tunnel import free_local_port, tunnel
 
-READY_TIMEOUT_S = 60.0
 READY_TEXT = "Waiting for connections"
-
-
-class TunnelFailed(RuntimeError):
-    """The SSM session did not open the forward."""
 
 
 def tunnel_command(
@@ -44,35 +37,5 @@ def ssm_port_forward(
     once the session reports it is waiting for connections; ends the session afterwards."""
     local_port = free_local_port()
     command = tunnel_command(instance_id, remote_port, local_port, region)
-    try:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    except FileNotFoundError:
-        raise TunnelFailed("the aws CLI is not installed (needed for --stack)") from None
-    try:
-        _wait_until_ready(process)
+    with tunnel(command, READY_TEXT, "--stack"):
         yield local_port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_until_ready(process: subprocess.Popen[str]) -> None:
-    timer = threading.Timer(READY_TIMEOUT_S, process.kill)
-    timer.start()
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if READY_TEXT in line:
-                # keep draining, or the session blocks once its output fills the pipe
-                threading.Thread(target=process.stdout.read, daemon=True).start()
-                return
-    finally:
-        timer.cancel()
-    error = process.stderr.read() if process.stderr else ""
-    raise TunnelFailed(f"aws ssm start-session ended before forwarding: {error.strip()}")

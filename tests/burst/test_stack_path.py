@@ -16,8 +16,8 @@ import pytest
 from moto import mock_aws
 
 import launch.burst as burst
-import launch.ssm_tunnel as tunnel
 import launch.targets as targets
+import launch.tunnel as tunnel
 from launch.burst import BurstOptions
 from launch.netem_aws import DISCOVER_MARK
 from netem.profile import load_profile

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from launch.port_forward import free_local_port
+from launch.tunnel import free_local_port
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from launch.port_forward import free_local_port
+from launch.tunnel import free_local_port
 
 PORT_FLAGS = (
     "--port",

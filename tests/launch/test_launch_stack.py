@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import launch.port_forward as port_forward_module
 import launch.targets as targets
-from launch.port_forward import PortForwardFailed
+import launch.tunnel as tunnel_module
 from launch.targets import Remote, TargetError, run_workload
+from launch.tunnel import TunnelFailed
 from launch.workload import WorkloadRun
 
 OUTPUTS = {
@@ -66,7 +66,7 @@ def faked(monkeypatch: pytest.MonkeyPatch) -> list[Remote]:
         "stack_outputs",
         lambda stack, show_secrets=False: dict(OUTPUTS) if show_secrets else {},
     )
-    monkeypatch.setattr(port_forward_module.subprocess, "Popen", FakeKubectl)
+    monkeypatch.setattr(tunnel_module.subprocess, "Popen", FakeKubectl)
     remotes: list[Remote] = []
 
     def fake_run_remote(run: WorkloadRun, remote: Remote, out: Path, show: Any) -> None:
@@ -120,8 +120,8 @@ def test_missing_outputs_are_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_a_failed_forward_reports_kubectl_and_cleans_up(
     faked: list[Remote], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(port_forward_module.subprocess, "Popen", BrokenKubectl)
-    with pytest.raises(PortForwardFailed, match='services "doll-head-svc" not found'):
+    monkeypatch.setattr(tunnel_module.subprocess, "Popen", BrokenKubectl)
+    with pytest.raises(TunnelFailed, match='services "doll-head-svc" not found'):
         run_workload(WorkloadRun("doll", "workloads.doll"), stack="dev", out=tmp_path / "r")
     kubectl = FakeKubectl.launched[-1]
     assert kubectl.terminated and not kubectl.config_path.exists()
