@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from netem.ports import free_local_port
+
+__all__ = ["TunnelFailed", "free_local_port", "tunnel"]
 
 READY_TIMEOUT_S = 60.0
 
 
 class TunnelFailed(RuntimeError):
     """The forwarding process is missing or ended before it forwarded."""
-
-
-def free_local_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextmanager

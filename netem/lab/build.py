@@ -5,7 +5,6 @@ kind (one namespace), then the same services on either: moto_server and one Ray 
 from __future__ import annotations
 
 import secrets
-import socket
 import sys
 import tempfile
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from netem.lab.processes import MARKER_ENV
 from netem.lab.services import moto_argv, probe, ray_node_argv, start_process
 from netem.lab.sites import site_prefix
 from netem.lab.state import LabState
+from netem.ports import free_local_port
 from netem.profile import Profile
 from netem.topology import CLOUD, LOGIN, ONPREM, SITES, RayPorts, peer_site
 
@@ -112,8 +112,10 @@ def build_process(state: LabState, profile: Profile, nodes: list[NodeSpec],
     env = _lab_env(state, temp_dir)
     storage = {site: str(temp_dir / "storage" / site) for site in SITES}
     local_nodes = [replace(node, ip="127.0.0.1") for node in nodes]
-    head = RayPorts(gcs=_free_port(), dashboard=_free_port(), client_server=_free_port())
-    s3_port = _free_port()
+    head = RayPorts(
+        gcs=free_local_port(), dashboard=free_local_port(), client_server=free_local_port()
+    )
+    s3_port = free_local_port()
     prefixes = {site: site_prefix(None, None, env) for site in SITES}
     notes = [
         "process lab: all sites share one network namespace; nothing is shaped in the kernel",
@@ -185,12 +187,5 @@ def _start_services(
 
 def _probe(*args: str) -> list[str]:
     return [sys.executable, "-m", "netem.lab.probe", *args]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        port: int = probe_socket.getsockname()[1]
-        return port
 
 
