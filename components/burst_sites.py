@@ -18,7 +18,7 @@ from components.node_instance_role import NodeInstanceRole, NodeInstanceRoleArgs
 from components.ray_node import RayNode, RayNodeArgs
 from components.ray_security_group import RaySecurityGroup, RaySecurityGroupArgs
 from components.site_storage import SiteStorage, SiteStorageArgs
-from netem.topology import CLOUD, CLOUD_ROLE, HPC, LOGIN, ONPREM
+from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN, SITE_CLOUD, SITE_ONPREM
 
 AL2023_NAME = "al2023-ami-2023.*-x86_64"
 
@@ -48,15 +48,15 @@ class BurstSites(pulumi.ComponentResource):
     def __init__(self, name: str, args: BurstSitesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotburst:burst:BurstSites", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        site_cidrs = {ONPREM: args.onprem_cidr, CLOUD: args.cloud_cidr}
+        site_cidrs = {SITE_ONPREM: args.onprem_cidr, SITE_CLOUD: args.cloud_cidr}
         networks = {
-            ONPREM: Network(
-                f"{name}-{ONPREM}",
+            SITE_ONPREM: Network(
+                f"{name}-{SITE_ONPREM}",
                 NetworkArgs(cidr=args.onprem_cidr, az_count=1, tags=args.tags),
                 opts=child,
             ),
-            CLOUD: Network(
-                f"{name}-{CLOUD}",
+            SITE_CLOUD: Network(
+                f"{name}-{SITE_CLOUD}",
                 NetworkArgs(
                     cidr=args.cloud_cidr, az_count=1, private_subnets=False, tags=args.tags
                 ),
@@ -66,9 +66,9 @@ class BurstSites(pulumi.ComponentResource):
         self._peer(name, networks, site_cidrs, args.tags)
         # Where each role's nodes live: HPC workers private behind NAT, the rest public subnets.
         node_subnets = {
-            LOGIN: networks[ONPREM].public_subnet_ids[0],
-            HPC: networks[ONPREM].private_subnet_ids[0],
-            CLOUD_ROLE: networks[CLOUD].public_subnet_ids[0],
+            ROLE_LOGIN: networks[SITE_ONPREM].public_subnet_ids[0],
+            ROLE_HPC: networks[SITE_ONPREM].private_subnet_ids[0],
+            ROLE_CLOUD: networks[SITE_CLOUD].public_subnet_ids[0],
         }
         storage = {
             site: SiteStorage(
@@ -76,12 +76,12 @@ class BurstSites(pulumi.ComponentResource):
                 SiteStorageArgs(
                     vpc_id=networks[site].vpc_id,
                     site_cidr=site_cidrs[site],
-                    subnet_ids=[node_subnets[HPC if site == ONPREM else CLOUD_ROLE]],
+                    subnet_ids=[node_subnets[ROLE_HPC if site == SITE_ONPREM else ROLE_CLOUD]],
                     tags=args.tags,
                 ),
                 opts=child,
             )
-            for site in (ONPREM, CLOUD)
+            for site in (SITE_ONPREM, SITE_CLOUD)
         }
         security_groups = {
             site: RaySecurityGroup(
@@ -94,7 +94,7 @@ class BurstSites(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-            for site in (ONPREM, CLOUD)
+            for site in (SITE_ONPREM, SITE_CLOUD)
         }
         role = NodeInstanceRole(
             f"{name}-nodes",
@@ -121,8 +121,8 @@ class BurstSites(pulumi.ComponentResource):
                     subnet_id=node_subnets[role_name],
                     security_group_id=security_groups[site].security_group_id,
                     instance_profile_name=role.instance_profile_name,
-                    public_ip=role_name != HPC,
-                    disk_gb=args.login_disk_gb if role_name == LOGIN else args.worker_disk_gb,
+                    public_ip=role_name != ROLE_HPC,
+                    disk_gb=args.login_disk_gb if role_name == ROLE_LOGIN else args.worker_disk_gb,
                     user_data=user_data,
                     tags=args.tags,
                 ),
@@ -137,19 +137,23 @@ class BurstSites(pulumi.ComponentResource):
             )
 
         login = node(
-            LOGIN,
+            ROLE_LOGIN,
             0,
-            ONPREM,
-            storage[ONPREM].mount_ip.apply(
-                lambda ip: render_user_data(NodeBoot(LOGIN, HEAD_CPUS, ip, args.packages))
+            SITE_ONPREM,
+            storage[SITE_ONPREM].mount_ip.apply(
+                lambda ip: render_user_data(NodeBoot(ROLE_LOGIN, HEAD_CPUS, ip, args.packages))
             ),
         )
-        hpc = [node(HPC, i, ONPREM, joining(HPC, ONPREM)) for i in range(args.hpc_workers)]
+        hpc = [
+            node(ROLE_HPC, i, SITE_ONPREM, joining(ROLE_HPC, SITE_ONPREM))
+            for i in range(args.hpc_workers)
+        ]
         cloud = [
-            node(CLOUD_ROLE, i, CLOUD, joining(CLOUD_ROLE, CLOUD)) for i in range(args.cloud_nodes)
+            node(ROLE_CLOUD, i, SITE_CLOUD, joining(ROLE_CLOUD, SITE_CLOUD))
+            for i in range(args.cloud_nodes)
         ]
 
-        nodes = {LOGIN: [login], HPC: hpc, CLOUD_ROLE: cloud}
+        nodes = {ROLE_LOGIN: [login], ROLE_HPC: hpc, ROLE_CLOUD: cloud}
         self.instance_ids = {
             role_name: [n.instance_id for n in group] for role_name, group in nodes.items()
         }
@@ -171,13 +175,13 @@ class BurstSites(pulumi.ComponentResource):
         """Peer the two VPCs and route each site's every route table to the other site."""
         peering = aws.ec2.VpcPeeringConnection(
             f"{name}-peering",
-            vpc_id=networks[ONPREM].vpc_id,
-            peer_vpc_id=networks[CLOUD].vpc_id,
+            vpc_id=networks[SITE_ONPREM].vpc_id,
+            peer_vpc_id=networks[SITE_CLOUD].vpc_id,
             auto_accept=True,
             tags={**tags, "Name": f"{name}-peering"},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        for site, peer in ((ONPREM, CLOUD), (CLOUD, ONPREM)):
+        for site, peer in ((SITE_ONPREM, SITE_CLOUD), (SITE_CLOUD, SITE_ONPREM)):
             for index, route_table_id in enumerate(networks[site].route_table_ids):
                 aws.ec2.Route(
                     f"{name}-{site}-to-{peer}-{index}",

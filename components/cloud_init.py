@@ -7,7 +7,9 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from netem.topology import LOGIN, ray_start_args, site_of
+from vocab.burst import ROLE_LOGIN, site_of
+from vocab.ports import GCS_PORT
+from vocab.ray_start import ray_start_args
 
 VENV = "/opt/spotburst/venv"
 SHARE = "/home/ec2-user/share"
@@ -29,7 +31,7 @@ class NodeBoot:
 
 def ray_start_line(boot: NodeBoot) -> str:
     """The node's `ray start --block` command; the node's IP is read from IMDSv2 at start."""
-    head_address = None if boot.role == LOGIN else f"{boot.head_ip}:6379"
+    head_address = None if boot.role == ROLE_LOGIN else f"{boot.head_ip}:{GCS_PORT}"
     args = ray_start_args(
         boot.role, node_ip=_NODE_IP, num_cpus=boot.num_cpus, head_address=head_address, block=True
     )

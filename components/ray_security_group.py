@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from netem.topology import RayPorts
+from vocab.ports import RayPorts
 
 SSH_PORT = 22
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-DASHBOARD_PORT = 8265
-GCS_PORT = 6379
-CLIENT_PORT = 10001
+from vocab.ports import CLIENT_SERVER_PORT, DASHBOARD_PORT, GCS_PORT
 
 
 @dataclass
@@ -40,7 +38,7 @@ def raycluster_spec(args: RayClusterSpecArgs) -> dict[str, Any]:
     head_ports = [
         {"name": "gcs-server", "containerPort": GCS_PORT},
         {"name": "dashboard", "containerPort": DASHBOARD_PORT},
-        {"name": "client", "containerPort": CLIENT_PORT},
+        {"name": "client", "containerPort": CLIENT_SERVER_PORT},
     ]
     return {
         "rayVersion": args.ray_version,

@@ -20,7 +20,8 @@ from launch.targets import Remote, run_remote
 from launch.workload import WorkloadRun
 from netem.lab import LabDescription, two_site_lab
 from netem.profile import Profile, load_profile
-from netem.topology import DASHBOARD_PORT, LOGIN, ONPREM
+from vocab.burst import ROLE_LOGIN, SITE_ONPREM
+from vocab.ports import DASHBOARD_PORT
 from workloads.burst.config import from_args
 from workloads.burst.figures import draw, draw_sweep
 from workloads.common.results import default_location, read_json
@@ -61,7 +62,7 @@ class BurstOptions:
             "--images-per-directory": self.images_per_directory,
             "--task-cpus": self.task_cpus,
             "--seed": self.seed,
-            "--bandwidth-mbit": profile.cross_site(ONPREM).bandwidth_mbit,
+            "--bandwidth-mbit": profile.cross_site(SITE_ONPREM).bandwidth_mbit,
             "--profile": profile.name,
         }
         return [
@@ -116,7 +117,7 @@ def lab_driver_argv(
         "--out",
         str(local_out),
         "--data-dir",
-        str(Path(lab.storage[ONPREM]) / "burst-inputs"),
+        str(Path(lab.storage[SITE_ONPREM]) / "burst-inputs"),
         "--stage-dir",
         str(Path(lab.temp_dir) / "stage"),
     ]
@@ -185,10 +186,11 @@ def _driver(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
 def burst_outputs(outputs: dict[str, Any]) -> tuple[str, str, str]:
     """(login instance id, bucket, region) from the burst stack's outputs."""
     ids = outputs.get("burstInstanceIds")
-    logins = ids.get(LOGIN) if isinstance(ids, dict) else None
+    logins = ids.get(ROLE_LOGIN) if isinstance(ids, dict) else None
     if not logins or not isinstance(logins, list):
         raise StackOutputsError(
-            f"stack output burstInstanceIds has no {LOGIN!r} instance; is the burst stack deployed?"
+            f"stack output burstInstanceIds has no {ROLE_LOGIN!r} instance; "
+            "is the burst stack deployed?"
         )
     missing = [key for key in ("bucketName", "region") if not outputs.get(key)]
     if missing:

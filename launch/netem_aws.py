@@ -18,7 +18,7 @@ from typing import Any
 from launch.ssm import InvocationResult, run_script
 from netem.profile import Profile
 from netem.tc import reset_commands, shaping_commands
-from netem.topology import CLOUD, ONPREM, ROLES, peer_site, site_of
+from vocab.burst import ROLES, SITE_CLOUD, SITE_ONPREM, peer_site, site_of
 
 DISCOVER_MARK = "spotburst-discover"
 Runner = Callable[[list[str], list[str], str], dict[str, InvocationResult]]
@@ -77,7 +77,7 @@ def burst_nodes(outputs: dict[str, Any]) -> tuple[list[BurstNode], dict[str, str
     if not isinstance(ids, dict) or not all(isinstance(ids.get(r), list) for r in ROLES):
         raise StackOutputsError("stack output burstInstanceIds must map login, hpc and cloud "
                                 f"to lists of instance ids, got {ids!r}")
-    if not isinstance(cidrs, dict) or set(cidrs) != {ONPREM, CLOUD}:
+    if not isinstance(cidrs, dict) or set(cidrs) != {SITE_ONPREM, SITE_CLOUD}:
         raise StackOutputsError("stack output burstSiteCidrs must map onprem and cloud to "
                                 f"CIDRs, got {cidrs!r}")
     nodes = [BurstNode(role, instance) for role in ROLES for instance in ids[role]]
@@ -158,7 +158,7 @@ def _discover(nodes: list[BurstNode], cidrs: dict[str, str],
               run: Runner) -> tuple[dict[str, tuple[str, bool]], list[NodeStatus]]:
     found: dict[str, tuple[str, bool]] = {}
     failed: list[NodeStatus] = []
-    for site in (ONPREM, CLOUD):
+    for site in (SITE_ONPREM, SITE_CLOUD):
         at_site = [node for node in nodes if node.site == site]
         if not at_site:
             continue

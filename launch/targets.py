@@ -18,13 +18,13 @@ from launch.port_forward import port_forward
 from launch.ray_jobs import run_job
 from launch.working_dir import staged_working_dir
 from launch.workload import WorkloadRun
+from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
 from workloads.common.storage import LocalStorage, copy_all, open_storage
 from workloads.common.transport import find_in_log
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
-DASHBOARD_PORT = 8265
 STACK_KEYS = ("dollKubeconfig", "dollNamespace", "dollHeadService", "bucketName", "region")
 
 

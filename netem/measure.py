@@ -13,10 +13,10 @@ from typing import Any
 from netem.lab import LabDescription, two_site_lab
 from netem.lab.lab import Progress, print_progress
 from netem.profile import Profile
-from netem.topology import CLOUD, ONPREM
+from vocab.burst import SITE_CLOUD, SITE_ONPREM
 
 PROBE_PORT = 5201
-DIRECTIONS = ((ONPREM, CLOUD), (CLOUD, ONPREM))
+DIRECTIONS = ((SITE_ONPREM, SITE_CLOUD), (SITE_CLOUD, SITE_ONPREM))
 
 
 class MeasurementError(RuntimeError):
@@ -37,7 +37,7 @@ def measure_link(profile: Profile, out_dir: Path, *, kind: str = "auto",
     link = {
         "lab": lab.kind,
         "profile": lab.profile,
-        "target_mbit": targets[f"{ONPREM}->{CLOUD}"]
+        "target_mbit": targets[f"{SITE_ONPREM}->{SITE_CLOUD}"]
         if len(set(targets.values())) == 1 else targets,
         "target_mbit_by_direction": targets,
         "measured_mbit": measured,

@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from netem.topology import CLOUD, ONPREM, peer_site
+from vocab.burst import SITE_CLOUD, SITE_ONPREM, peer_site
 
-NODE_SITE = {"Cloud": CLOUD, "HPCLogin": ONPREM, "HPCWorker": ONPREM}
+NODE_SITE = {"Cloud": SITE_CLOUD, "HPCLogin": SITE_ONPREM, "HPCWorker": SITE_ONPREM}
 CONDITION_KEYS = ("rtt", "bandwidth", "jitter", "loss")
 SEED_RATES = {"30m": 31.0, "50m": 55.0, "80m": 83.0, "100m": 106.0, "150m": 160.0, "200m": 210.0}
 """Named profile -> the cross-site rate (Mbit/s) the seed actually set."""
@@ -59,8 +59,8 @@ class Profile:
 
     def target_mbit(self) -> dict[str, float]:
         return {
-            f"{ONPREM}->{CLOUD}": self.cross_site(ONPREM).bandwidth_mbit,
-            f"{CLOUD}->{ONPREM}": self.cross_site(CLOUD).bandwidth_mbit,
+            f"{SITE_ONPREM}->{SITE_CLOUD}": self.cross_site(SITE_ONPREM).bandwidth_mbit,
+            f"{SITE_CLOUD}->{SITE_ONPREM}": self.cross_site(SITE_CLOUD).bandwidth_mbit,
         }
 
 
@@ -164,7 +164,7 @@ def parse_profile(document: Any, *, name: str, source: str) -> Profile:
         links[(ends[0], ends[1])] = _condition(link.get("condition"), f"{field}.condition",
                                                source)
     profile = Profile(name=name, source=source, links=links)
-    for site in (ONPREM, CLOUD):
+    for site in (SITE_ONPREM, SITE_CLOUD):
         _check_one_cross_site_condition(profile, site, raw_links)
     return profile
 

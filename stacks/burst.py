@@ -6,8 +6,9 @@ import pulumi
 
 from components.burst_sites import BurstSites, BurstSitesArgs
 from components.data_bucket import DataBucket
-from netem.topology import CLOUD, GCS_PORT, ONPREM
 from stacks.config import SpotburstConfig
+from vocab.burst import SITE_CLOUD, SITE_ONPREM
+from vocab.ports import GCS_PORT
 
 
 def build_burst(
@@ -35,9 +36,9 @@ def build_burst(
         "burstInstanceIds": sites.instance_ids,
         "burstPrivateIps": sites.private_ips,
         "burstHeadAddress": sites.head_ip.apply(lambda ip: f"{ip}:{GCS_PORT}"),
-        "burstSiteCidrs": {ONPREM: burst.onprem_cidr, CLOUD: burst.cloud_cidr},
+        "burstSiteCidrs": {SITE_ONPREM: burst.onprem_cidr, SITE_CLOUD: burst.cloud_cidr},
         "burstEfs": {
             site: {"fileSystemId": sites.file_system_ids[site], "mountIp": sites.mount_ips[site]}
-            for site in (ONPREM, CLOUD)
+            for site in (SITE_ONPREM, SITE_CLOUD)
         },
     }

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netem.topology import CLOUD, CLOUD_ROLE, HPC, LOGIN, ONPREM, RayPorts
+from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN, SITE_CLOUD, SITE_ONPREM
+from vocab.ports import RayPorts
 
-SITE_CIDR = {ONPREM: "198.18.0.0/24", CLOUD: "198.18.1.0/24"}
-SITE_LINK_INTERFACE = {ONPREM: "to-cloud", CLOUD: "to-onprem"}
+SITE_CIDR = {SITE_ONPREM: "198.18.0.0/24", SITE_CLOUD: "198.18.1.0/24"}
+SITE_LINK_INTERFACE = {SITE_ONPREM: "to-cloud", SITE_CLOUD: "to-onprem"}
 S3_LINK = {
     # site: (site-side interface, site address, s3-side interface, s3 address), /30 each
-    ONPREM: ("to-s3", "198.19.0.1", "to-onprem", "198.19.0.2"),
-    CLOUD: ("to-s3", "198.19.0.5", "to-cloud", "198.19.0.6"),
+    SITE_ONPREM: ("to-s3", "198.19.0.1", "to-onprem", "198.19.0.2"),
+    SITE_CLOUD: ("to-s3", "198.19.0.5", "to-cloud", "198.19.0.6"),
 }
 S3_SERVICE_IP = "198.19.1.1"
 S3_PORT = 9000
@@ -45,9 +46,12 @@ def node_specs(cloud_nodes: int) -> list[NodeSpec]:
     """login and HPC worker on-prem, `cloud_nodes` cloud nodes: the netns lab's node IPs."""
     if cloud_nodes < 1 or cloud_nodes > 8:
         raise ValueError(f"cloud_nodes must be between 1 and 8, got {cloud_nodes}")
-    nodes = [NodeSpec(LOGIN, ONPREM, 0, "198.18.0.1"), NodeSpec(HPC, ONPREM, 1, "198.18.0.2")]
+    nodes = [
+        NodeSpec(ROLE_LOGIN, SITE_ONPREM, 0, "198.18.0.1"),
+        NodeSpec(ROLE_HPC, SITE_ONPREM, 1, "198.18.0.2"),
+    ]
     nodes += [
-        NodeSpec(CLOUD_ROLE, CLOUD, 2 + i, f"198.18.1.{1 + i}") for i in range(cloud_nodes)
+        NodeSpec(ROLE_CLOUD, SITE_CLOUD, 2 + i, f"198.18.1.{1 + i}") for i in range(cloud_nodes)
     ]
     return nodes
 

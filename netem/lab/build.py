@@ -29,7 +29,8 @@ from netem.lab.sites import site_prefix
 from netem.lab.state import LabState
 from netem.ports import free_local_port
 from netem.profile import Profile
-from netem.topology import CLOUD, LOGIN, ONPREM, SITES, RayPorts, peer_site
+from vocab.burst import ROLE_LOGIN, SITE_CLOUD, SITE_ONPREM, SITES, peer_site
+from vocab.ports import RayPorts
 
 Progress = Callable[[str], None]
 S3_CREDENTIALS = {"aws_access_key_id": "lab", "aws_secret_access_key": "lab",
@@ -75,7 +76,7 @@ def build_netns(state: LabState, profile: Profile, nodes: list[NodeSpec],
     env = _lab_env(state, temp_dir)
     storage = {site: str(temp_dir / "storage" / site) for site in SITES}
     namespaces = {part: namespace_name(state.lab_id, part)
-                  for part in (ONPREM, CLOUD, S3_NAMESPACE_ROLE)}
+                  for part in (SITE_ONPREM, SITE_CLOUD, S3_NAMESPACE_ROLE)}
     progress(f"creating namespaces {', '.join(namespaces.values())}")
     taken = netns.existing_namespaces() & set(namespaces.values())
     if taken:
@@ -85,7 +86,7 @@ def build_netns(state: LabState, profile: Profile, nodes: list[NodeSpec],
         state.save()
         netns.create_namespace(namespace)
     netns.wire(namespaces, nodes)
-    netem = netns.netem_available(namespaces[ONPREM])
+    netem = netns.netem_available(namespaces[SITE_ONPREM])
     delay_applied = netns.shape(namespaces, profile, netem, progress)
     prefixes = {site: site_prefix(namespaces[site], storage[peer_site(site)], env)
                 for site in SITES}
@@ -127,7 +128,7 @@ def build_process(state: LabState, profile: Profile, nodes: list[NodeSpec],
         state, profile, local_nodes, cpus, object_store_bytes, progress,
         ports={node.index: lab_ports(node.index, head, PROCESS_FIXED_BASE, PROCESS_WORKER_BASE)
                for node in local_nodes},
-        prefixes=prefixes, s3_prefix=prefixes[ONPREM], s3_url=f"http://127.0.0.1:{s3_port}",
+        prefixes=prefixes, s3_prefix=prefixes[SITE_ONPREM], s3_url=f"http://127.0.0.1:{s3_port}",
         s3_bind=("127.0.0.1", s3_port), dashboard_host="127.0.0.1", env=env,
         storage=storage, delay_applied=False, shaping="user-space token bucket",
         notes=notes,
@@ -154,13 +155,13 @@ def _start_services(
                              object_store_bytes=object_store_bytes, temp_dir=temp_dir)
         start_process(state, f"ray-{node.role}-{node.index}", prefixes[node.site] + argv, env,
                       watched)
-        if node.role == LOGIN:
-            probe(state, prefixes[ONPREM] + _probe("tcp", head.ip, str(ports[head.index].gcs)),
+        if node.role == ROLE_LOGIN:
+            probe(state, prefixes[SITE_ONPREM] + _probe("tcp", head.ip, str(ports[head.index].gcs)),
                   "the Ray head's GCS", 60, watched)
     for site in SITES:
         probe(state, prefixes[site] + _probe("http", s3_url), f"S3 from {site}", 30, watched)
     progress(f"waiting for {len(nodes)} Ray nodes to join")
-    joined = probe(state, prefixes[ONPREM] + _probe("ray", head_address, str(len(nodes))),
+    joined = probe(state, prefixes[SITE_ONPREM] + _probe("ray", head_address, str(len(nodes))),
                    "the Ray cluster", 120, watched)
     return LabDescription(
         lab_id=state.lab_id,

@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from netem.topology import LABEL_SITE, ONPREM
+from vocab.burst import LABEL_SITE, SITE_ONPREM
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class LabDescription:
     temp_dir: str
     state_file: str
 
-    def command(self, argv: list[str], site: str = ONPREM) -> list[str]:
+    def command(self, argv: list[str], site: str = SITE_ONPREM) -> list[str]:
         """`argv` made to run at `site` (the workload driver runs on-prem, like the login)."""
         if site not in self.site_prefixes:
             raise ValueError(f"site {site!r} is not one of {', '.join(self.site_prefixes)}")
@@ -47,7 +47,7 @@ class LabDescription:
                 return str(node["ip"])
         raise ValueError(f"the lab has no node at site {site!r}")
 
-    def run(self, argv: list[str], site: str = ONPREM,
+    def run(self, argv: list[str], site: str = SITE_ONPREM,
             **kwargs: Any) -> subprocess.CompletedProcess[Any]:
         """Run `argv` at `site` to completion (kwargs go to subprocess.run)."""
         return subprocess.run(self.command(argv, site), **kwargs)

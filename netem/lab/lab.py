@@ -24,7 +24,7 @@ from netem.lab.description import LabDescription
 from netem.lab.processes import is_alive, marked_pids, terminate
 from netem.lab.state import LabNotFound, LabState, load_state
 from netem.profile import Profile
-from netem.topology import CLOUD_ROLE, HPC, LOGIN
+from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN
 
 KINDS = ("auto", "netns", "process")
 
@@ -66,7 +66,7 @@ def start_lab(
     """Bring a lab up and leave it running; on any failure or interrupt, remove it again."""
     resolved = _resolve_kind(kind)
     nodes = node_specs(cloud_nodes)
-    cpus = {LOGIN: login_cpus, HPC: hpc_cpus, CLOUD_ROLE: cloud_cpus}
+    cpus = {ROLE_LOGIN: login_cpus, ROLE_HPC: hpc_cpus, ROLE_CLOUD: cloud_cpus}
     for role, count in cpus.items():
         if count < 0:
             raise ValueError(f"{role}_cpus must be >= 0, got {count}")

@@ -18,7 +18,7 @@ from netem.lab.addressing import (
 from netem.lab.processes import run_checked
 from netem.profile import Profile
 from netem.tc import shaping_commands
-from netem.topology import CLOUD, ONPREM, SITES, peer_site
+from vocab.burst import SITE_CLOUD, SITE_ONPREM, SITES, peer_site
 
 
 def netns_supported() -> tuple[bool, str]:
@@ -59,8 +59,9 @@ def namespace_pids(namespace: str) -> set[int]:
 
 def wire(namespaces: dict[str, str], nodes: list[NodeSpec]) -> None:
     """Veth pairs, addresses and routes between the lab's namespaces (already created)."""
-    onprem, cloud, s3 = namespaces[ONPREM], namespaces[CLOUD], namespaces[S3_NAMESPACE_ROLE]
-    _veth(onprem, SITE_LINK_INTERFACE[ONPREM], cloud, SITE_LINK_INTERFACE[CLOUD])
+    onprem, cloud = namespaces[SITE_ONPREM], namespaces[SITE_CLOUD]
+    s3 = namespaces[S3_NAMESPACE_ROLE]
+    _veth(onprem, SITE_LINK_INTERFACE[SITE_ONPREM], cloud, SITE_LINK_INTERFACE[SITE_CLOUD])
     for node in nodes:
         _ip(namespaces[node.site], "addr", "add", f"{node.ip}/24",
             "dev", SITE_LINK_INTERFACE[node.site])

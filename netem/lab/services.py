@@ -11,7 +11,9 @@ from pathlib import Path
 from netem.lab.addressing import NodeSpec
 from netem.lab.processes import LabCommandError, spawn
 from netem.lab.state import LabState
-from netem.topology import LOGIN, RayPorts, ray_start_args
+from vocab.burst import ROLE_LOGIN
+from vocab.ports import RayPorts
+from vocab.ray_start import ray_start_args
 
 PROBE_POLL_S = 0.2
 
@@ -39,7 +41,7 @@ def ray_node_argv(node: NodeSpec, *, head_address: str, num_cpus: int, ports: Ra
         node.role,
         node_ip=node.ip,
         num_cpus=num_cpus,
-        head_address=None if node.role == LOGIN else head_address,
+        head_address=None if node.role == ROLE_LOGIN else head_address,
         dashboard_host=dashboard_host,
         ports=ports,
         object_store_memory=object_store_bytes,

@@ -12,8 +12,8 @@ from netem.lab import LabDescription
 from netem.lab.addressing import namespace_name
 from netem.lab.netns import namespace_pids
 from netem.profile import load_profile
-from netem.topology import CLOUD
 from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
+from vocab.burst import SITE_CLOUD
 
 
 def run(
@@ -65,8 +65,8 @@ def test_killing_the_cloud_node_mid_run_still_yields_every_output(
     killed: list[int] = []
 
     def kill_cloud_after_its_first_task(line: str, lab: LabDescription) -> None:
-        if not killed and "[data-aware]" in line and f" on {CLOUD} " in line:
-            for pid in namespace_pids(namespace_name(lab.lab_id, CLOUD)):
+        if not killed and "[data-aware]" in line and f" on {SITE_CLOUD} " in line:
+            for pid in namespace_pids(namespace_name(lab.lab_id, SITE_CLOUD)):
                 try:
                     os.kill(pid, signal.SIGKILL)  # every process of the lab's cloud site
                 except ProcessLookupError:

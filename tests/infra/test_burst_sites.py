@@ -9,7 +9,8 @@ from importlib.metadata import version
 import pytest
 
 from launch.offline import DeclaredResource, OfflineRun, run_offline
-from netem.topology import TRANSFER_RESOURCE, RayPorts
+from vocab.burst import TRANSFER_RESOURCE
+from vocab.ports import RayPorts
 
 INSTANCE = "aws:ec2/instance:Instance"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import ray
 
-from netem.topology import LABEL_ROLE, LABEL_SITE, LOGIN, TRANSFER_RESOURCE
+from vocab.burst import LABEL_ROLE, LABEL_SITE, ROLE_LOGIN, TRANSFER_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -21,13 +21,13 @@ class NodeInfo:
     @property
     def is_worker(self) -> bool:
         """Non-head nodes carry the transfer slot and run the tasks."""
-        return self.role != LOGIN
+        return self.role != ROLE_LOGIN
 
 
 def describe(raw: dict[str, Any]) -> NodeInfo:
     labels = raw.get("Labels") or {}
     resources = raw.get("Resources") or {}
-    role = labels.get(LABEL_ROLE) or ("hpc" if TRANSFER_RESOURCE in resources else LOGIN)
+    role = labels.get(LABEL_ROLE) or ("hpc" if TRANSFER_RESOURCE in resources else ROLE_LOGIN)
     return NodeInfo(
         node_id=raw["NodeID"],
         site=labels.get(LABEL_SITE, "onprem"),
@@ -48,7 +48,7 @@ def alive_ids() -> set[str]:
 def head_node(nodes: list[NodeInfo]) -> NodeInfo:
     """The login node (the head); the first on-prem node when no node says it is."""
     for node in nodes:
-        if node.role == LOGIN:
+        if node.role == ROLE_LOGIN:
             return node
     return next(node for node in nodes if node.site == "onprem")
 

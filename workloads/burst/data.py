@@ -18,7 +18,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from netem.topology import ONPREM
+from vocab.burst import SITE_ONPREM
 from workloads.burst.inputs import TaskSpec
 from workloads.common.storage import Storage, open_storage
 
@@ -34,7 +34,7 @@ class DataSource:
 
     def visible_at(self, site: str) -> bool:
         """Whether a node at `site` reads the inputs in place (no move needed)."""
-        return self.kind == "nfs" and site == ONPREM
+        return self.kind == "nfs" and site == SITE_ONPREM
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from netem.topology import TRANSFER_RESOURCE
+from vocab.burst import TRANSFER_RESOURCE
 from workloads.burst.cluster import NodeInfo, alive_nodes, head_node, task_cpus
 from workloads.burst.config import BurstConfig
 from workloads.burst.data import DataSource, RunContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from netem.topology import CLOUD, ONPREM
+from vocab.burst import SITE_CLOUD, SITE_ONPREM
 from workloads.burst.bound import lower_bound
 from workloads.burst.cluster import NodeInfo
 from workloads.burst.config import SCHEDULERS, BurstConfig
@@ -34,18 +34,21 @@ def bound_for(
     seconds = compute_seconds(results)
     slots = {
         site: sum(n.cpus // task_cpus for n in workers if n.site == site)
-        for site in (ONPREM, CLOUD)
+        for site in (SITE_ONPREM, SITE_CLOUD)
     }
     link = None
     if config.data == "nfs" and config.bandwidth_mbit:
         link = config.bandwidth_mbit * 1e6 / 8
     return lower_bound(
-        [(seconds[t.name], float(t.nbytes)) for t in tasks], slots[ONPREM], slots[CLOUD], link
+        [(seconds[t.name], float(t.nbytes)) for t in tasks],
+        slots[SITE_ONPREM],
+        slots[SITE_CLOUD],
+        link,
     )
 
 
 def run_summary(result: RunResult, extra: dict[str, Any]) -> dict[str, Any]:
-    on_cloud = [r for r in result.records if r["site"] == CLOUD]
+    on_cloud = [r for r in result.records if r["site"] == SITE_CLOUD]
     return {
         "makespan_s": round(result.makespan_s, 3),
         "tasks": len(result.records),

@@ -19,7 +19,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from netem.topology import TRANSFER_RESOURCE
+from vocab.burst import TRANSFER_RESOURCE
 from workloads.burst.cluster import alive_ids
 from workloads.burst.inputs import TaskSpec
 from workloads.burst.scheduling.base import (

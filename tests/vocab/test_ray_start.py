@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from netem.topology import TRANSFER_RESOURCE, RayPorts, ray_start_args
+from vocab.burst import TRANSFER_RESOURCE
+from vocab.ports import RayPorts
+from vocab.ray_start import ray_start_args
 
 
 def test_the_head_binds_the_dashboard_where_told_and_has_no_transfer_slot() -> None:
