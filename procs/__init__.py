@@ -1,0 +1,199 @@
+"""The one process helper: start a process, wait for its ready line, stop it by PID.
+
+Used by the labs (Ray nodes, moto_server), the launcher's tunnels (kubectl port-forward,
+the SSM plugin) and the tests alike. Only processes that were started here are stopped,
+always by PID: never by name, never with `ray stop`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+POLL_S = 0.05
+
+
+class ProcessNotReady(RuntimeError):
+    """The process ended, or did not print its ready line in time; carries its output's tail."""
+
+
+def spawn(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    cwd: Path | None = None,
+    new_session: bool = True,
+) -> subprocess.Popen[str]:
+    """Start `argv`. Output goes to `log_path` (appended) or, without one, to a pipe that
+    `wait_for_line` reads. `env` is added to this process's environment. In a new session by
+    default, so a terminal's Ctrl-C reaches only the owner, who then stops it by PID."""
+    full_env = {**os.environ, **(env or {})}
+    if log_path is None:
+        return subprocess.Popen(
+            argv,
+            env=full_env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
+        )
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a") as log:
+        return subprocess.Popen(
+            argv,
+            env=full_env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=new_session,
+        )
+
+
+def wait_for_line(
+    process: subprocess.Popen[str],
+    ready: str | Callable[[str], bool],
+    *,
+    timeout_s: float,
+    name: str,
+) -> str:
+    """Read the process's stdout pipe until a line contains `ready` (or satisfies it);
+    return that line. The rest of its output keeps being drained in the background, or the
+    process would block once the pipe fills. Raises ProcessNotReady with its stderr if it
+    exits first or stays silent past `timeout_s` (it is then stopped)."""
+    if process.stdout is None:
+        raise ValueError(f"{name}: wait_for_line needs a process spawned without log_path")
+    matches = ready if callable(ready) else (lambda line: ready in line)
+    timed_out = threading.Event()
+
+    def give_up() -> None:
+        timed_out.set()
+        process.kill()
+
+    timer = threading.Timer(timeout_s, give_up)
+    timer.start()
+    try:
+        for line in process.stdout:
+            if matches(line):
+                threading.Thread(target=process.stdout.read, daemon=True).start()
+                if process.stderr is not None:
+                    threading.Thread(target=process.stderr.read, daemon=True).start()
+                return line
+    finally:
+        timer.cancel()
+    process.wait()
+    error = process.stderr.read().strip() if process.stderr is not None else ""
+    why = (
+        f"not ready within {timeout_s:g} s"
+        if timed_out.is_set()
+        else f"exited {process.returncode}"
+    )
+    raise ProcessNotReady(f"{name} {why}: {error[-800:]}".rstrip(": "))
+
+
+def wait_for_file_line(
+    process: subprocess.Popen[str],
+    log_path: Path,
+    ready: str,
+    *,
+    timeout_s: float,
+    name: str,
+) -> str:
+    """Like wait_for_line, for a process whose output goes to `log_path`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        for line in text.splitlines():
+            if ready in line:
+                return line
+        if process.poll() is not None:
+            raise ProcessNotReady(f"{name} exited {process.returncode}: {log_tail(log_path)}")
+        if time.monotonic() > deadline:
+            stop(process)
+            raise ProcessNotReady(f"{name} not ready within {timeout_s:g} s: {log_tail(log_path)}")
+        time.sleep(POLL_S)
+
+
+def log_tail(log_path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def is_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie counts as gone; our own children are reaped)."""
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        if reaped == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def stop_pids(pids: Iterable[int], grace_s: float = 10.0, kill_wait_s: float = 5.0) -> set[int]:
+    """SIGTERM, wait up to `grace_s`, then SIGKILL; returns the PIDs still alive after that."""
+    remaining = {pid for pid in pids if is_alive(pid)}
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        for pid in remaining:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while remaining and time.monotonic() < deadline:
+            remaining = {pid for pid in remaining if is_alive(pid)}
+            if remaining:
+                time.sleep(POLL_S)
+        if not remaining:
+            break
+    return remaining
+
+
+def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """Stop one process started here: TERM, then KILL after `grace_s`; reaps it."""
+    if process.poll() is not None:
+        return
+    try:
+        process.terminate()
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    except ProcessLookupError:
+        process.wait()
+
+
+@contextmanager
+def running(
+    argv: list[str],
+    ready: str | Callable[[str], bool],
+    *,
+    timeout_s: float,
+    name: str,
+    env: dict[str, str] | None = None,
+    grace_s: float = 10.0,
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run `argv` until it prints its ready line; yield (process, that line); then stop it.
+    A missing executable raises FileNotFoundError as usual."""
+    process = spawn(argv, env=env)
+    try:
+        line = wait_for_line(process, ready, timeout_s=timeout_s, name=name)
+        yield process, line
+    finally:
+        stop(process, grace_s=grace_s)

@@ -1,0 +1,44 @@
+"""The process helper against real child processes."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from procs import ProcessNotReady, is_alive, running, spawn, stop, wait_for_line
+
+PY = sys.executable
+
+
+def test_running_yields_the_ready_line_and_stops_the_process() -> None:
+    script = "import time; print('noise'); print('READY at 42', flush=True); time.sleep(60)"
+    with running([PY, "-c", script], "READY", timeout_s=10, name="child") as (process, line):
+        assert line.strip() == "READY at 42"
+        assert is_alive(process.pid)
+    assert not is_alive(process.pid)
+
+
+def test_a_process_that_ignores_sigterm_is_killed() -> None:
+    script = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(60)"
+    )
+    process = spawn([PY, "-c", script])
+    wait_for_line(process, "up", timeout_s=10, name="stubborn")
+    stop(process, grace_s=0.5)
+    assert process.returncode == -9
+
+
+def test_exit_before_ready_names_the_process_and_its_stderr() -> None:
+    script = "import sys; sys.stderr.write('bad flag --x'); sys.exit(3)"
+    with pytest.raises(ProcessNotReady, match=r"tunnel exited 3: bad flag --x"):
+        with running([PY, "-c", script], "READY", timeout_s=10, name="tunnel"):
+            pass
+
+
+def test_silence_past_the_timeout_is_reported_and_the_process_is_gone() -> None:
+    process = spawn([PY, "-c", "import time; time.sleep(60)"])
+    with pytest.raises(ProcessNotReady, match="not ready within 0.5 s"):
+        wait_for_line(process, "READY", timeout_s=0.5, name="sleeper")
+    assert not is_alive(process.pid)
