@@ -40,3 +40,18 @@ def stack_outputs(stack: str, show_secrets: bool = False) -> dict[str, Any]:
     completed = subprocess.run(command, cwd=PROJECT_DIR, check=True, capture_output=True, text=True)
     outputs: dict[str, Any] = json.loads(completed.stdout)
     return outputs
+
+
+class PulumiNotLoggedIn(RuntimeError):
+    """Raised when `pulumi whoami` finds no logged-in backend."""
+
+
+def backend_user() -> str:
+    """The user `pulumi whoami` reports for the logged-in backend."""
+    completed = subprocess.run(
+        [pulumi_executable(), "whoami"], cwd=PROJECT_DIR, capture_output=True, text=True
+    )
+    if completed.returncode != 0:
+        reason = (completed.stderr or completed.stdout).strip().splitlines()
+        raise PulumiNotLoggedIn(reason[-1] if reason else f"exit code {completed.returncode}")
+    return completed.stdout.strip()
