@@ -339,3 +339,42 @@ def sweep_burst(c: Context, bw: str = "30,50,100,150,200", workload: str = "imag
         raise Exit(f"error: {error}", code=2) from None
     print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
 
+
+
+# --- AWS account: preflight and leftovers (launch/account) ------------------------------------
+
+ENDPOINT_HELP = "AWS endpoint URL (only for a local stand-in such as moto_server)"
+
+
+@task(help={"stack": STACK_HELP, "endpoint_url": ENDPOINT_HELP})
+def preflight(c: Context, stack: str = "dev", endpoint_url: str | None = None) -> None:
+    """Check AWS credentials, region, Pulumi login, kubectl and the Service Quotas the stack
+    needs at maximum scale; exit 2 listing each failed check with its fix."""
+    from launch.account.checks import failures, render_preflight
+    from launch.account.stack import preflight_stack
+
+    try:
+        results, region = preflight_stack(stack, endpoint_url)
+    except FileNotFoundError as error:
+        raise Exit(f"error: {error}", code=2) from None
+    report = render_preflight(results, stack, region)
+    if failures(results):
+        raise Exit(report, code=2)
+    print(report)
+
+
+@task(help={"stack": STACK_HELP, "endpoint_url": ENDPOINT_HELP})
+def leftovers(c: Context, stack: str = "dev", endpoint_url: str | None = None) -> None:
+    """List what of a stack is still billable in its region (tagged with the stack or named
+    after its EKS cluster), each with the AWS CLI command that deletes it; exit 1 if any."""
+    from launch.account.leftovers import render_leftovers
+    from launch.account.stack import leftovers_for_stack
+    from stacks.fields import ConfigError
+
+    try:
+        report = leftovers_for_stack(stack, endpoint_url)
+    except (FileNotFoundError, ConfigError) as error:
+        raise Exit(f"error: {error}", code=2) from None
+    if not report.clean:
+        raise Exit(render_leftovers(report), code=1)
+    print(render_leftovers(report))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import boto3
@@ -50,3 +51,14 @@ class AwsAccount:
         if self._account_wide is None:
             self._account_wide = self.in_region(FALLBACK_REGION)
         return self._account_wide
+
+
+def paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[Any]:
+    """Every item under `key` of every page of a boto3 list/describe call."""
+    for page in client.get_paginator(operation).paginate(**kwargs):
+        yield from page.get(key, [])
+
+
+def tag_map(tags: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
+    """EC2-style `[{"Key": k, "Value": v}]` tags as a dict."""
+    return {tag["Key"]: tag.get("Value", "") for tag in tags or ()}

@@ -6,7 +6,8 @@ Each check returns one `CheckResult`; a failing one carries ONE line that says h
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -29,9 +30,9 @@ from launch.account.scale import (
     QuotaNeed,
     StackScale,
     instance_types_of,
-    load_vcpu_table,
     required_quotas,
 )
+from launch.account.usage import resolve_vcpus, usage_by_others
 
 AWS_LOGIN_HINT = (
     "run `aws configure`, or `aws sso login --profile NAME` and `export AWS_PROFILE=NAME`"
@@ -174,24 +175,11 @@ def _client_error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code") or error)
 
 
-def resolve_vcpus(ec2_client: Any, instance_types: Iterable[str]) -> dict[str, int]:
-    """vCPUs per instance type: the dated table, and EC2's answer for types it lacks
-    (types EC2 does not know stay missing: the quota check names them)."""
-    table = load_vcpu_table()
-    unknown = sorted(set(instance_types) - set(table))
-    for name in unknown:
-        try:
-            found = ec2_client.describe_instance_types(InstanceTypes=[name])["InstanceTypes"]
-        except ClientError:
-            continue
-        if found:
-            table[name] = int(found[0]["VCpuInfo"]["DefaultVCpus"])
-    return table
-
-
-def check_quotas(account: AwsAccount, scale: StackScale, stack: str) -> list[CheckResult]:
-    """One result per quota the stack needs at maximum scale, plus one per resource the
-    preflight cannot size."""
+def check_quotas(
+    account: AwsAccount, scale: StackScale, stack: str, cluster_names: Sequence[str] = ()
+) -> list[CheckResult]:
+    """One result per quota the stack needs at maximum scale, counting what other resources in
+    the region already use; plus one per resource the preflight cannot size."""
     results = [
         _fail(f"quota for {unsized}", "the preflight cannot size it at maximum scale: teach "
               "launch/account/scale.py (scale_from_plan) its largest count")
@@ -203,13 +191,26 @@ def check_quotas(account: AwsAccount, scale: StackScale, stack: str) -> list[Che
     except ValueError as error:
         return [*results, _fail("vCPU quotas", f"{error}: add it to "
                                 "launch/account/instance_vcpus.json or change the stack config")]
+    if not needs:
+        return results
+    try:
+        in_use = usage_by_others(account, stack, cluster_names, vcpus)
+    except (BotoCoreError, ClientError) as error:
+        in_use = Counter()
+        results.append(_fail("quota usage", f"cannot count what else uses the quotas ({error}): "
+                             "allow ec2:DescribeInstances, ec2:DescribeVpcs, "
+                             "ec2:DescribeAddresses, ec2:DescribeNatGateways, ec2:DescribeSubnets"))
     quotas_client = account.client("service-quotas")
     for need in needs:
-        results.append(_check_one_quota(quotas_client, need, account.region or "", stack))
+        results.append(
+            _check_one_quota(quotas_client, need, in_use[need.quota], account.region or "", stack)
+        )
     return results
 
 
-def _check_one_quota(quotas_client: Any, need: QuotaNeed, region: str, stack: str) -> CheckResult:
+def _check_one_quota(
+    quotas_client: Any, need: QuotaNeed, in_use: int, region: str, stack: str
+) -> CheckResult:
     quota = need.quota
     name = f"{quota.label} ({quota.quota_code})"
     try:
@@ -219,14 +220,16 @@ def _check_one_quota(quotas_client: Any, need: QuotaNeed, region: str, stack: st
                      f"and servicequotas:GetAWSDefaultServiceQuota, or check it yourself: "
                      f"aws service-quotas get-service-quota --region {region} "
                      f"--service-code {quota.service_code} --quota-code {quota.quota_code}")
-    if value >= need.amount:
-        return _pass(name, f"quota {value:g} ({source}) covers the {need.amount} needed")
+    total = need.amount + in_use
+    others = f" + {in_use} in use by other resources" if in_use else ""
+    if value >= total:
+        return _pass(name, f"quota {value:g} ({source}) covers the {need.amount} needed{others}")
     return _fail(
         name,
         f"quota {value:g} ({source}), stack {stack!r} needs {need.amount} at maximum scale "
-        f"({need.basis}); ask for {need.amount}: aws service-quotas "
+        f"({need.basis}){others}; ask for {total}: aws service-quotas "
         f"request-service-quota-increase --region {region} --service-code {quota.service_code} "
-        f"--quota-code {quota.quota_code} --desired-value {need.amount} "
+        f"--quota-code {quota.quota_code} --desired-value {total} "
         f"(or lower the stack's maximum sizes)",
     )
 
@@ -235,17 +238,27 @@ def _check_one_quota(quotas_client: Any, need: QuotaNeed, region: str, stack: st
 
 
 def run_preflight(
-    stack: str, region: str | None, scale: StackScale, eks_enabled: bool, account: AwsAccount
+    stack: str,
+    region: str | None,
+    scale: StackScale | None,
+    cluster_names: Sequence[str],
+    account: AwsAccount,
 ) -> list[CheckResult]:
-    """Every check; those that need AWS are skipped when credentials or region fail."""
+    """Every check; kubectl is needed when the stack has EKS clusters. The quotas are skipped
+    without a scale (the stack could not be planned) or when the credentials or region fail."""
     credentials = check_credentials(account)
     region_result = check_region(region, stack, None if credentials.failed else account)
-    results = [credentials, region_result, check_pulumi_backend(), check_kubectl(eks_enabled)]
-    if credentials.failed or region_result.failed:
-        results.append(CheckResult("Service Quotas", Status.SKIP,
-                                   "needs working AWS credentials and a region"))
+    results = [
+        credentials, region_result, check_pulumi_backend(), check_kubectl(bool(cluster_names))
+    ]
+    if scale is None:
+        results.append(CheckResult("Service Quotas", Status.SKIP, "the stack could not be planned"))
+    elif credentials.failed or region_result.failed:
+        results.append(
+            CheckResult("Service Quotas", Status.SKIP, "needs working AWS credentials and a region")
+        )
     else:
-        results += check_quotas(account, scale, stack)
+        results += check_quotas(account, scale, stack, cluster_names)
     return results
 
 

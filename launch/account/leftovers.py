@@ -7,13 +7,12 @@ with `kubernetes.io/cluster/<name>`, which Pulumi never sees and so never delete
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from launch.account.aws import AwsAccount
+from launch.account.aws import AwsAccount, paginate, tag_map
 from vocab.tags import STACK_TAG_KEY, carries_stack_tag
 
 # Tags that name the cluster a resource was made for, as each AWS/Kubernetes creator writes it.
@@ -44,10 +43,6 @@ class LeftoverReport:
         return not self.leftovers and not self.unchecked
 
 
-def _tag_map(tags: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
-    return {tag["Key"]: tag.get("Value", "") for tag in tags or ()}
-
-
 def belongs_to(tags: Mapping[str, str], stack: str, cluster_names: Sequence[str]) -> str | None:
     """Why a resource with `tags` is the stack's, or None when it is not."""
     if carries_stack_tag(tags, stack):
@@ -56,12 +51,18 @@ def belongs_to(tags: Mapping[str, str], stack: str, cluster_names: Sequence[str]
         if f"kubernetes.io/cluster/{cluster}" in tags or any(
             tags.get(key) == cluster for key in _CLUSTER_VALUE_TAGS
         ):
-            created_for = tags.get("kubernetes.io/created-for/pvc/name") or tags.get(
-                "kubernetes.io/service-name"
-            )
-            by = f", Kubernetes object {created_for}" if created_for else ""
-            return f"cluster {cluster}{by}"
+            return f"cluster {cluster}{_kubernetes_object(tags)}"
     return None
+
+
+def _kubernetes_object(tags: Mapping[str, str]) -> str:
+    """The Kubernetes object that made the resource, as its creator tagged it."""
+    claim = tags.get("kubernetes.io/created-for/pvc/name")
+    if claim:
+        namespace = tags.get("kubernetes.io/created-for/pvc/namespace")
+        return f", made for PVC {namespace + '/' if namespace else ''}{claim}"
+    service = tags.get("kubernetes.io/service-name")
+    return f", made for Service {service}" if service else ""
 
 
 def find_leftovers(account: AwsAccount, stack: str, cluster_names: Sequence[str]) -> LeftoverReport:
@@ -110,17 +111,12 @@ def render_leftovers(report: LeftoverReport) -> str:
 # --- one lister per kind ----------------------------------------------------------------------
 
 
-def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[Any]:
-    for page in client.get_paginator(operation).paginate(**kwargs):
-        yield from page.get(key, [])
-
-
 def _instances(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
     ec2 = account.client("ec2")
-    for reservation in _paginate(ec2, "describe_instances", "Reservations"):
+    for reservation in paginate(ec2, "describe_instances", "Reservations"):
         for instance in reservation["Instances"]:
             state = instance["State"]["Name"]
-            why = belongs_to(_tag_map(instance.get("Tags")), stack, clusters)
+            why = belongs_to(tag_map(instance.get("Tags")), stack, clusters)
             if why and state != "terminated":
                 instance_id = instance["InstanceId"]
                 yield Leftover("EC2 instance", instance_id, state, why,
@@ -129,9 +125,9 @@ def _instances(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iter
 
 
 def _nat_gateways(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
-    for gateway in _paginate(account.client("ec2"), "describe_nat_gateways", "NatGateways"):
+    for gateway in paginate(account.client("ec2"), "describe_nat_gateways", "NatGateways"):
         state = gateway["State"]
-        why = belongs_to(_tag_map(gateway.get("Tags")), stack, clusters)
+        why = belongs_to(tag_map(gateway.get("Tags")), stack, clusters)
         if why and state not in ("deleted", "failed"):
             gateway_id = gateway["NatGatewayId"]
             yield Leftover("NAT gateway", gateway_id, state, why,
@@ -141,7 +137,7 @@ def _nat_gateways(account: AwsAccount, stack: str, clusters: Sequence[str]) -> I
 
 def _elastic_ips(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
     for address in account.client("ec2").describe_addresses()["Addresses"]:
-        why = belongs_to(_tag_map(address.get("Tags")), stack, clusters)
+        why = belongs_to(tag_map(address.get("Tags")), stack, clusters)
         if not why:
             continue
         allocation = address["AllocationId"]
@@ -158,13 +154,13 @@ def _elastic_ips(account: AwsAccount, stack: str, clusters: Sequence[str]) -> It
 
 def _load_balancers(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
     elbv2 = account.client("elbv2")
-    balancers = list(_paginate(elbv2, "describe_load_balancers", "LoadBalancers"))
+    balancers = list(paginate(elbv2, "describe_load_balancers", "LoadBalancers"))
     arns = [balancer["LoadBalancerArn"] for balancer in balancers]
     tags: dict[str, dict[str, str]] = {}
     for start in range(0, len(arns), _ELB_TAG_BATCH):
         described = elbv2.describe_tags(ResourceArns=arns[start : start + _ELB_TAG_BATCH])
         for entry in described["TagDescriptions"]:
-            tags[entry["ResourceArn"]] = _tag_map(entry.get("Tags"))
+            tags[entry["ResourceArn"]] = tag_map(entry.get("Tags"))
     for balancer in balancers:
         arn = balancer["LoadBalancerArn"]
         why = belongs_to(tags.get(arn, {}), stack, clusters)
@@ -182,12 +178,12 @@ def _classic_load_balancers(
     elb = account.client("elb")
     names = [
         balancer["LoadBalancerName"]
-        for balancer in _paginate(elb, "describe_load_balancers", "LoadBalancerDescriptions")
+        for balancer in paginate(elb, "describe_load_balancers", "LoadBalancerDescriptions")
     ]
     for start in range(0, len(names), _ELB_TAG_BATCH):
         described = elb.describe_tags(LoadBalancerNames=names[start : start + _ELB_TAG_BATCH])
         for entry in described["TagDescriptions"]:
-            why = belongs_to(_tag_map(entry.get("Tags")), stack, clusters)
+            why = belongs_to(tag_map(entry.get("Tags")), stack, clusters)
             if why:
                 name = entry["LoadBalancerName"]
                 yield Leftover("classic load balancer", name, "active", why,
@@ -196,9 +192,9 @@ def _classic_load_balancers(
 
 
 def _volumes(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
-    for volume in _paginate(account.client("ec2"), "describe_volumes", "Volumes"):
+    for volume in paginate(account.client("ec2"), "describe_volumes", "Volumes"):
         state = volume["State"]
-        why = belongs_to(_tag_map(volume.get("Tags")), stack, clusters)
+        why = belongs_to(tag_map(volume.get("Tags")), stack, clusters)
         if not why or state in ("deleting", "deleted"):
             continue
         volume_id = volume["VolumeId"]
@@ -212,7 +208,7 @@ def _volumes(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterat
 
 def _eks_clusters(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
     eks = account.client("eks")
-    for name in _paginate(eks, "list_clusters", "clusters"):
+    for name in paginate(eks, "list_clusters", "clusters"):
         cluster = eks.describe_cluster(name=name)["cluster"]
         why = f"cluster {name}" if name in clusters else belongs_to(
             cluster.get("tags") or {}, stack, clusters
@@ -221,7 +217,7 @@ def _eks_clusters(account: AwsAccount, stack: str, clusters: Sequence[str]) -> I
             continue
         region = account.region
         steps = []
-        for group in _paginate(eks, "list_nodegroups", "nodegroups", clusterName=name):
+        for group in paginate(eks, "list_nodegroups", "nodegroups", clusterName=name):
             steps.append(f"aws eks delete-nodegroup --region {region} --cluster-name {name} "
                          f"--nodegroup-name {group}")
             steps.append(f"aws eks wait nodegroup-deleted --region {region} --cluster-name {name} "
@@ -232,9 +228,9 @@ def _eks_clusters(account: AwsAccount, stack: str, clusters: Sequence[str]) -> I
 
 def _file_systems(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
     efs = account.client("efs")
-    for system in _paginate(efs, "describe_file_systems", "FileSystems"):
+    for system in paginate(efs, "describe_file_systems", "FileSystems"):
         state = system["LifeCycleState"]
-        why = belongs_to(_tag_map(system.get("Tags")), stack, clusters)
+        why = belongs_to(tag_map(system.get("Tags")), stack, clusters)
         if not why or state in ("deleting", "deleted"):
             continue
         system_id = system["FileSystemId"]

@@ -108,6 +108,11 @@ def vcpu_family(instance_type: str) -> str:
     return "standard" if family[:1] in _STANDARD_LETTERS else "other"
 
 
+def vcpu_quota(instance_type: str, capacity: Capacity) -> Quota | None:
+    """The vCPU quota an instance of this type counts against (None: one not checked here)."""
+    return _VCPU_QUOTAS.get((vcpu_family(instance_type), capacity))
+
+
 def instance_types_of(scale: StackScale) -> set[str]:
     return {name for pool in scale.pools for name in pool.instance_types}
 
