@@ -353,6 +353,7 @@ def preflight(c: Context, stack: str = "dev", endpoint_url: str | None = None) -
     from launch.account.checks import failures, render_preflight
     from launch.account.stack import preflight_stack
 
+    print(f"preflight: planning stack {stack!r} offline, then asking AWS...", file=sys.stderr)
     try:
         results, region = preflight_stack(stack, endpoint_url)
     except FileNotFoundError as error:
@@ -371,6 +372,8 @@ def leftovers(c: Context, stack: str = "dev", endpoint_url: str | None = None) -
     from launch.account.stack import leftovers_for_stack
     from stacks.fields import ConfigError
 
+    print(f"leftovers: listing what stack {stack!r} may have left in its region...",
+          file=sys.stderr)
     try:
         report = leftovers_for_stack(stack, endpoint_url)
     except (FileNotFoundError, ConfigError) as error:

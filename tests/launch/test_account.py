@@ -7,9 +7,6 @@ only knows the VPC defaults) are stubbed at the boto3 boundary with botocore's S
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +14,9 @@ from typing import Any
 
 import pytest
 from botocore.stub import Stubber
+from invoke import Context, Exit
 
+import tasks
 from launch.account.aws import AwsAccount
 from launch.account.budget import confirm_budget
 from launch.account.checks import (
@@ -488,22 +487,27 @@ def test_quotas_are_skipped_when_credentials_fail(
     assert "3 check(s) failed" in report
 
 
+def _run_task(body: Any, **flags: str) -> tuple[int, str]:
+    """Run a task's body in this process (the plan's imports are already loaded): its exit
+    code and what it printed or exited with."""
+    try:
+        body(Context(), **flags)
+    except Exit as exited:
+        return exited.code, str(exited.message)
+    return 0, ""
+
+
 @pytest.mark.moto
 def test_invoke_preflight_exits_2_listing_each_failure(
-    moto_endpoint: str, tmp_path: Path
+    account: AwsAccount, moto_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`invoke preflight --stack dev` against moto, without Pulumi or kubectl installed: moto
     has no EC2 quota values to give, so those are unreadable; the VPC quotas pass."""
-    env = {**os.environ, **FAKE_CREDENTIALS, "PATH": str(Path(sys.executable).parent),
-           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_MAX_ATTEMPTS": "1",
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
-    done = subprocess.run(
-        [sys.executable, "-m", "invoke", "preflight", "--stack", "dev",
-         "--endpoint-url", moto_endpoint],
-        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.splitlines()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # moto answers 500 for EC2 default quotas
+    code, report = _run_task(tasks.preflight.body, stack="dev", endpoint_url=moto_endpoint)
+    assert code == 2, report
+    lines = report.splitlines()
     failed = [line for line in lines if line.startswith("  FAIL")]
     assert any("Pulumi CLI and backend: the Pulumi CLI is not installed" in x for x in failed)
     assert any("kubectl: kubectl is not on PATH" in x for x in failed)
@@ -511,6 +515,34 @@ def test_invoke_preflight_exits_2_listing_each_failure(
                for x in failed)
     assert any(x.startswith("  ok    VPCs per region (L-F678F1CE): quota 5") for x in lines)
     assert lines[-1] == f"{len(failed)} check(s) failed: nothing was deployed; fix each line above"
+
+
+@pytest.mark.moto
+def test_invoke_leftovers_finds_a_planted_load_balancer_and_volume(
+    account: AwsAccount, moto_endpoint: str
+) -> None:
+    """The task plans the dev stack offline for its cluster name (its outputs are gone after a
+    destroy) and lists what Kubernetes left behind, exit 1; then, once they are gone, 0."""
+    elb = account.client("elb")
+    elb.create_load_balancer(
+        LoadBalancerName="k8s-ray-head", AvailabilityZones=["us-east-1a"],
+        Listeners=[{"Protocol": "TCP", "LoadBalancerPort": 8265, "InstancePort": 30265}],
+        Tags=_tags({f"kubernetes.io/cluster/{CLUSTER}": "owned"}))
+    ec2 = account.client("ec2")
+    volume = ec2.create_volume(
+        AvailabilityZone="us-east-1a", Size=20, TagSpecifications=[{
+            "ResourceType": "volume",
+            "Tags": _tags({f"kubernetes.io/cluster/{CLUSTER}": "owned",
+                           "kubernetes.io/created-for/pvc/name": "checkpoints"})}])["VolumeId"]
+    code, listing = _run_task(tasks.leftovers.body, stack="dev", endpoint_url=moto_endpoint)
+    assert code == 1, listing
+    assert ("    delete: aws elb delete-load-balancer --region us-east-1 "
+            "--load-balancer-name k8s-ray-head") in listing
+    assert f"    delete: aws ec2 delete-volume --region us-east-1 --volume-id {volume}" in listing
+    assert listing.count("    delete: ") == 2
+    elb.delete_load_balancer(LoadBalancerName="k8s-ray-head")
+    ec2.delete_volume(VolumeId=volume)
+    assert _run_task(tasks.leftovers.body, stack="dev", endpoint_url=moto_endpoint) == (0, "")
 
 
 # --- budget -------------------------------------------------------------------------------------
