@@ -7,8 +7,9 @@ with `kubernetes.io/cluster/<name>`, which Pulumi never sees and so never delete
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -111,35 +112,41 @@ def render_leftovers(report: LeftoverReport) -> str:
 # --- one lister per kind ----------------------------------------------------------------------
 
 
+def _owned(
+    items: Iterable[Any], stack: str, clusters: Sequence[str]
+) -> Iterator[tuple[Any, str]]:
+    """Each item (with EC2-style `Tags`) that is the stack's, and why."""
+    for item in items:
+        why = belongs_to(tag_map(item.get("Tags")), stack, clusters)
+        if why:
+            yield item, why
+
+
 def _instances(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
-    ec2 = account.client("ec2")
-    for reservation in paginate(ec2, "describe_instances", "Reservations"):
-        for instance in reservation["Instances"]:
-            state = instance["State"]["Name"]
-            why = belongs_to(tag_map(instance.get("Tags")), stack, clusters)
-            if why and state != "terminated":
-                instance_id = instance["InstanceId"]
-                yield Leftover("EC2 instance", instance_id, state, why,
-                               f"aws ec2 terminate-instances --region {account.region} "
-                               f"--instance-ids {instance_id}")
+    reservations = paginate(account.client("ec2"), "describe_instances", "Reservations")
+    instances = (instance for reservation in reservations for instance in reservation["Instances"])
+    for instance, why in _owned(instances, stack, clusters):
+        state = instance["State"]["Name"]
+        if state != "terminated":
+            instance_id = instance["InstanceId"]
+            yield Leftover("EC2 instance", instance_id, state, why,
+                           f"aws ec2 terminate-instances --region {account.region} "
+                           f"--instance-ids {instance_id}")
 
 
 def _nat_gateways(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
-    for gateway in paginate(account.client("ec2"), "describe_nat_gateways", "NatGateways"):
-        state = gateway["State"]
-        why = belongs_to(tag_map(gateway.get("Tags")), stack, clusters)
-        if why and state not in ("deleted", "failed"):
+    gateways = paginate(account.client("ec2"), "describe_nat_gateways", "NatGateways")
+    for gateway, why in _owned(gateways, stack, clusters):
+        if gateway["State"] not in ("deleted", "failed"):
             gateway_id = gateway["NatGatewayId"]
-            yield Leftover("NAT gateway", gateway_id, state, why,
+            yield Leftover("NAT gateway", gateway_id, gateway["State"], why,
                            f"aws ec2 delete-nat-gateway --region {account.region} "
                            f"--nat-gateway-id {gateway_id}")
 
 
 def _elastic_ips(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
-    for address in account.client("ec2").describe_addresses()["Addresses"]:
-        why = belongs_to(tag_map(address.get("Tags")), stack, clusters)
-        if not why:
-            continue
+    addresses = account.client("ec2").describe_addresses()["Addresses"]
+    for address, why in _owned(addresses, stack, clusters):
         allocation = address["AllocationId"]
         release = (f"aws ec2 release-address --region {account.region} "
                    f"--allocation-id {allocation}")
@@ -182,20 +189,18 @@ def _classic_load_balancers(
     ]
     for start in range(0, len(names), _ELB_TAG_BATCH):
         described = elb.describe_tags(LoadBalancerNames=names[start : start + _ELB_TAG_BATCH])
-        for entry in described["TagDescriptions"]:
-            why = belongs_to(tag_map(entry.get("Tags")), stack, clusters)
-            if why:
-                name = entry["LoadBalancerName"]
-                yield Leftover("classic load balancer", name, "active", why,
-                               f"aws elb delete-load-balancer --region {account.region} "
-                               f"--load-balancer-name {name}")
+        for entry, why in _owned(described["TagDescriptions"], stack, clusters):
+            name = entry["LoadBalancerName"]
+            yield Leftover("classic load balancer", name, "active", why,
+                           f"aws elb delete-load-balancer --region {account.region} "
+                           f"--load-balancer-name {name}")
 
 
 def _volumes(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
-    for volume in paginate(account.client("ec2"), "describe_volumes", "Volumes"):
+    volumes = paginate(account.client("ec2"), "describe_volumes", "Volumes")
+    for volume, why in _owned(volumes, stack, clusters):
         state = volume["State"]
-        why = belongs_to(tag_map(volume.get("Tags")), stack, clusters)
-        if not why or state in ("deleting", "deleted"):
+        if state in ("deleting", "deleted"):
             continue
         volume_id = volume["VolumeId"]
         delete = f"aws ec2 delete-volume --region {account.region} --volume-id {volume_id}"
@@ -228,10 +233,10 @@ def _eks_clusters(account: AwsAccount, stack: str, clusters: Sequence[str]) -> I
 
 def _file_systems(account: AwsAccount, stack: str, clusters: Sequence[str]) -> Iterator[Leftover]:
     efs = account.client("efs")
-    for system in paginate(efs, "describe_file_systems", "FileSystems"):
+    for system, why in _owned(paginate(efs, "describe_file_systems", "FileSystems"), stack,
+                              clusters):
         state = system["LifeCycleState"]
-        why = belongs_to(tag_map(system.get("Tags")), stack, clusters)
-        if not why or state in ("deleting", "deleted"):
+        if state in ("deleting", "deleted"):
             continue
         system_id = system["FileSystemId"]
         region = account.region
