@@ -16,6 +16,7 @@ import pytest
 from botocore.stub import Stubber
 from invoke import Context, Exit
 
+import launch.account.stack
 import tasks
 from launch.account.aws import AwsAccount
 from launch.account.budget import confirm_budget
@@ -49,6 +50,7 @@ from launch.account.scale import (
     scale_from_plan,
     vcpu_family,
 )
+from launch.account.stack import preflight_stack
 from launch.account.usage import usage_by_others
 from launch.offline import DeclaredResource, read_stack_config, run_offline
 from netem.ports import free_local_port
@@ -543,6 +545,34 @@ def test_invoke_leftovers_finds_a_planted_load_balancer_and_volume(
     elb.delete_load_balancer(LoadBalancerName="k8s-ray-head")
     ec2.delete_volume(VolumeId=volume)
     assert _run_task(tasks.leftovers.body, stack="dev", endpoint_url=moto_endpoint) == (0, "")
+
+
+def test_a_bad_stack_config_fails_in_one_line_naming_the_key(
+    isolated_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = read_stack_config("dev")
+    monkeypatch.setattr(launch.account.stack, "read_stack_config",
+                        lambda stack: {**raw, "spotburst:experiments": '["doll", "mars"]'})
+    results, region = preflight_stack("dev", "http://127.0.0.1:9")
+    assert region == "us-east-1"
+    config = results[0]
+    assert config.name == "stack config" and config.failed
+    _one_line(config.detail)
+    assert config.detail.startswith("spotburst:experiments: unknown experiment 'mars'")
+    assert [r.status for r in results if r.name == "Service Quotas"] == [Status.SKIP]
+
+
+def test_a_stack_without_a_region_is_not_planned_and_says_how_to_set_it(
+    isolated_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = {k: v for k, v in read_stack_config("dev").items() if k != "aws:region"}
+    monkeypatch.setattr(launch.account.stack, "read_stack_config", lambda stack: raw)
+    results, region = preflight_stack("dev", "http://127.0.0.1:9")
+    assert region is None
+    by_name = {result.name: result for result in results}
+    assert "stack config" not in by_name
+    assert by_name["region"].detail == (
+        "the stack has no aws:region: pulumi config set aws:region us-east-1 --stack dev")
 
 
 # --- budget -------------------------------------------------------------------------------------
