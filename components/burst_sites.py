@@ -17,6 +17,7 @@ from components.network import Network, NetworkArgs
 from components.node_instance_role import NodeInstanceRole, NodeInstanceRoleArgs
 from components.ray_node import RayNode, RayNodeArgs
 from components.ray_security_group import RaySecurityGroup, RaySecurityGroupArgs
+from components.ray_token_parameter import RayTokenParameter, RayTokenParameterArgs
 from components.site_storage import SiteStorage, SiteStorageArgs
 from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN, SITE_CLOUD, SITE_ONPREM
 
@@ -35,6 +36,8 @@ class BurstSitesArgs:
     admin_cidrs: list[str]
     bucket_arn: pulumi.Input[str]
     packages: list[str]
+    region: str
+    token_parameter_name: str
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -44,6 +47,7 @@ class BurstSites(pulumi.ComponentResource):
     head_ip: pulumi.Output[str]
     file_system_ids: dict[str, pulumi.Output[str]]
     mount_ips: dict[str, pulumi.Output[str]]
+    token_parameter_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: BurstSitesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotburst:burst:BurstSites", name, None, opts)
@@ -101,6 +105,15 @@ class BurstSites(pulumi.ComponentResource):
             NodeInstanceRoleArgs(bucket_arn=args.bucket_arn, tags=args.tags),
             opts=child,
         )
+        token = RayTokenParameter(
+            f"{name}-ray-token",
+            RayTokenParameterArgs(
+                parameter_name=args.token_parameter_name,
+                reader_role_id=role.role_id,
+                tags=args.tags,
+            ),
+            opts=child,
+        )
         ami = aws.ec2.get_ami_output(
             most_recent=True,
             owners=["amazon"],
@@ -132,7 +145,15 @@ class BurstSites(pulumi.ComponentResource):
         def joining(role_name: str, site: str) -> pulumi.Output[str]:
             return pulumi.Output.all(storage[site].mount_ip, login.private_ip, vcpus).apply(
                 lambda values: render_user_data(
-                    NodeBoot(role_name, int(values[2]), values[0], args.packages, head_ip=values[1])
+                    NodeBoot(
+                        role_name,
+                        int(values[2]),
+                        values[0],
+                        args.packages,
+                        args.token_parameter_name,
+                        args.region,
+                        head_ip=values[1],
+                    )
                 )
             )
 
@@ -141,7 +162,16 @@ class BurstSites(pulumi.ComponentResource):
             0,
             SITE_ONPREM,
             storage[SITE_ONPREM].mount_ip.apply(
-                lambda ip: render_user_data(NodeBoot(ROLE_LOGIN, HEAD_CPUS, ip, args.packages))
+                lambda ip: render_user_data(
+                    NodeBoot(
+                        ROLE_LOGIN,
+                        HEAD_CPUS,
+                        ip,
+                        args.packages,
+                        args.token_parameter_name,
+                        args.region,
+                    )
+                )
             ),
         )
         hpc = [
@@ -163,6 +193,7 @@ class BurstSites(pulumi.ComponentResource):
         self.head_ip = login.private_ip
         self.file_system_ids = {site: storage[site].file_system_id for site in storage}
         self.mount_ips = {site: storage[site].mount_ip for site in storage}
+        self.token_parameter_name = token.parameter_name
         self.register_outputs({"instance_ids": self.instance_ids, "private_ips": self.private_ips})
 
     def _peer(

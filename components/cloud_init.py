@@ -1,5 +1,7 @@
 """The first-boot script of a burst node: install the pinned Ray, mount the site's EFS by IP,
-record the node's role and run Ray under systemd (so a reboot restarts it)."""
+record the node's role and run Ray under systemd (so a reboot restarts it) with token auth:
+every `ray start` runs with RAY_AUTH_MODE=token and the stack's token, read from its SSM
+SecureString parameter at each start and held only in the Ray process's environment."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ class NodeBoot:
     num_cpus: int
     efs_mount_ip: str
     packages: list[str]
+    token_parameter: str
+    """SSM SecureString parameter holding the cluster's Ray token."""
+    region: str
     head_ip: str | None = None  # None on the login node, which is the head
 
 
@@ -65,6 +70,11 @@ set -euo pipefail
 IMDS=http://169.254.169.254/latest
 TOKEN=$(curl -sf -X PUT "$IMDS/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
 NODE_IP=$(curl -sf -H "X-aws-ec2-metadata-token: $TOKEN" "$IMDS/meta-data/local-ipv4")
+export RAY_AUTH_MODE=token
+RAY_AUTH_TOKEN=$(aws ssm get-parameter --region {boot.region} \\
+  --name {shlex.quote(boot.token_parameter)} --with-decryption \\
+  --query Parameter.Value --output text)
+export RAY_AUTH_TOKEN
 exec {ray_start_line(boot)}
 START
 chmod 755 /opt/spotburst/start-ray

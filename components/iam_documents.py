@@ -56,3 +56,73 @@ def bucket_read_write_policy(bucket_arn: str) -> str:
             ],
         }
     )
+
+
+CLUSTER_AUTOSCALER_READS = (
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+)
+CLUSTER_AUTOSCALER_WRITES = (
+    "autoscaling:SetDesiredCapacity",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+)
+
+
+def cluster_autoscaler_owner_tag(cluster_name: str) -> str:
+    """The tag EKS puts on every Auto Scaling group of the cluster's managed node groups."""
+    return f"k8s.io/cluster-autoscaler/{cluster_name}"
+
+
+def cluster_autoscaler_policy(cluster_name: str) -> str:
+    """Resize only this cluster's node groups (by their owner tag); describe the rest."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ResizeThisClustersNodeGroups",
+                    "Effect": "Allow",
+                    "Action": list(CLUSTER_AUTOSCALER_WRITES),
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/{cluster_autoscaler_owner_tag(cluster_name)}": "owned"
+                        }
+                    },
+                },
+                {
+                    "Sid": "ReadNodeGroupShapes",
+                    "Effect": "Allow",
+                    "Action": list(CLUSTER_AUTOSCALER_READS),
+                    "Resource": "*",
+                },
+                {
+                    # Labels and taints of a managed node group at size 0 (scale from zero).
+                    "Sid": "DescribeThisClustersManagedNodeGroups",
+                    "Effect": "Allow",
+                    "Action": ["eks:DescribeNodegroup"],
+                    "Resource": f"arn:aws:eks:*:*:nodegroup/{cluster_name}/*",
+                },
+            ],
+        }
+    )
+
+
+def secure_parameter_read_policy(parameter_arn: str, key_arn: str) -> str:
+    """Read one SecureString parameter: the parameter itself and its key for decryption."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": parameter_arn},
+                {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": key_arn},
+            ],
+        }
+    )

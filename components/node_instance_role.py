@@ -20,6 +20,7 @@ class NodeInstanceRoleArgs:
 
 class NodeInstanceRole(pulumi.ComponentResource):
     instance_profile_name: pulumi.Output[str]
+    role_id: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: NodeInstanceRoleArgs, opts: pulumi.ResourceOptions | None = None
@@ -43,4 +44,5 @@ class NodeInstanceRole(pulumi.ComponentResource):
         )
         profile = aws.iam.InstanceProfile(name, role=role.name, tags=args.tags, opts=child)
         self.instance_profile_name = profile.name
+        self.role_id = role.id
         self.register_outputs({"instance_profile_name": self.instance_profile_name})

@@ -1,4 +1,11 @@
-"""Hourly cost of a declared stack, from the resources the program declares and a dated table."""
+"""Hourly cost of a declared stack at its minimum and maximum scale, from the resources the
+program declares and a dated price table (`launch/prices.json`).
+
+Minimum scale: every autoscaled node pool at its `minSize` (what an idle stack bills).
+Maximum scale: every pool at its `maxSize` (what the autoscaler may grow to). Fixed items —
+control planes, NAT gateways, public IPv4 addresses, KMS keys, EC2 instances — are the same
+at both.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +19,23 @@ from typing import Any
 from launch.offline import DeclaredResource
 
 PRICE_TABLE = Path(__file__).with_name("prices.json")
+HOURS_PER_MONTH = 730
 
 
 @dataclass(frozen=True)
 class CostLine:
     item: str
-    count: int
+    count_min: int
+    count_max: int
     unit_price: float | None  # None: not in the price table
 
     @property
-    def hourly(self) -> float:
-        return self.count * (self.unit_price or 0.0)
+    def hourly_min(self) -> float:
+        return self.count_min * (self.unit_price or 0.0)
+
+    @property
+    def hourly_max(self) -> float:
+        return self.count_max * (self.unit_price or 0.0)
 
 
 @dataclass(frozen=True)
@@ -32,8 +45,12 @@ class CostEstimate:
     table_region: str
 
     @property
-    def hourly_total(self) -> float:
-        return sum(line.hourly for line in self.lines)
+    def hourly_min(self) -> float:
+        return sum(line.hourly_min for line in self.lines)
+
+    @property
+    def hourly_max(self) -> float:
+        return sum(line.hourly_max for line in self.lines)
 
     @property
     def unpriced(self) -> list[str]:
@@ -46,7 +63,6 @@ def load_price_table(path: Path = PRICE_TABLE) -> dict[str, Any]:
 
 
 def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any]) -> CostEstimate:
-    """Control planes, NAT gateways, public IPv4 and nodes at their desired (running) sizes."""
     fixed = table["hourly"]
     lines: list[CostLine] = []
 
@@ -57,10 +73,11 @@ def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any
         ("EKS control plane", fixed["eks_control_plane"], _of_type("eks:index:Cluster")),
         ("NAT gateway", fixed["nat_gateway"], _of_type("aws:ec2/natGateway:NatGateway")),
         ("public IPv4 address", fixed["public_ipv4_address"], _holds_public_ipv4),
+        ("KMS key", fixed["kms_key_month"] / HOURS_PER_MONTH, _of_type("aws:kms/key:Key")),
     ]
     for item, price, matches in counted:
         if found := count(matches):
-            lines.append(CostLine(item, found, price))
+            lines.append(CostLine(item, found, found, price))
     for resource in resources:
         if resource.type == "eks:index:ManagedNodeGroup":
             lines.append(_node_group_line(resource, table["instances"]))
@@ -85,12 +102,17 @@ def _node_group_line(resource: DeclaredResource, prices: dict[str, Any]) -> Cost
     inputs = resource.inputs
     market = "spot" if inputs.get("capacityType") == "SPOT" else "on_demand"
     types = list(inputs.get("instanceTypes") or [])
-    count = int(inputs["scalingConfig"]["desiredSize"])
+    scaling = inputs["scalingConfig"]
     known = [prices[name][market] for name in types if name in prices]
     # Diversified spot capacity lands on any of the types: price it at their mean.
     unit = mean(known) if known and len(known) == len(types) else None
     label = "spot" if market == "spot" else "on-demand"
-    return CostLine(f"{label} {'|'.join(types)} ({resource.name})", count, unit)
+    return CostLine(
+        f"{label} {'|'.join(types)} ({resource.name})",
+        int(scaling["minSize"]),
+        int(scaling["maxSize"]),
+        unit,
+    )
 
 
 def _instance_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLine:
@@ -99,4 +121,4 @@ def _instance_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLi
     instance_type = inputs.get("instanceType", "?")
     unit = prices.get(instance_type, {}).get(market)
     label = "spot" if market == "spot" else "on-demand"
-    return CostLine(f"{label} {instance_type} ({resource.name})", 1, unit)
+    return CostLine(f"{label} {instance_type} ({resource.name})", 1, 1, unit)

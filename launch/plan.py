@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 from launch.costs import CostEstimate, estimate_hourly_cost, load_price_table
 from launch.offline import DeclaredResource, OfflineRun, read_stack_config, run_offline
+from stacks import outputs
+from stacks.config import NODE_POOLS
 
 _MULTI_LANGUAGE = ("eks:index:",)
 
@@ -28,7 +30,8 @@ def render_plan(run: OfflineRun, cost: CostEstimate) -> str:
         lines.extend(_tree(run, resource, depth=0))
     components = sum(1 for r in run.resources if not r.custom)
     lines += ["", f"{len(run.resources)} resources declared ({components} components)", ""]
-    lines += _render_outputs(run) + [""] + _render_cost(cost, config.region)
+    lines += _render_spot_cluster(run) + _render_outputs(run) + [""]
+    lines += _render_cost(cost, config.region)
     return "\n".join(lines)
 
 
@@ -54,14 +57,60 @@ def _render_outputs(run: OfflineRun) -> list[str]:
     return lines
 
 
+def _render_spot_cluster(run: OfflineRun) -> list[str]:
+    config = run.config
+    spot = config.spot_cluster
+    if spot is None or not config.ray_clusters:
+        return []
+    lines = [
+        f"Shared spot cluster {run.outputs.get(outputs.SPOT_CLUSTER_NAME, '?')} "
+        f"(EKS {spot.eks_version}, KubeRay {spot.kuberay_version}, Cluster Autoscaler "
+        f"{spot.cluster_autoscaler_version}), VPC {spot.vpc_cidr}:",
+        "  node pools (the Cluster Autoscaler keeps each between min and max):",
+    ]
+    for pool in spot.used_pools(config.ray_clusters):
+        gpu = ", GPU (tainted nvidia.com/gpu)" if pool.kind.gpu else ""
+        lines.append(
+            f"    {pool.kind.name:<12} {pool.kind.capacity:<9} {'|'.join(pool.instance_types):<34}"
+            f" {pool.min_size}-{pool.max_size} nodes{gpu}"
+        )
+    for experiment, ray in config.ray_clusters.items():
+        autoscaler = "Ray autoscaler on" if ray.ray_autoscaler else "fixed replicas"
+        lines.append(
+            f"  RayCluster {experiment!r} in namespace {ray.namespace!r} ({autoscaler}, token "
+            f"auth): head {ray.head.cpu} CPU/{ray.head.memory} on pool head"
+        )
+        for group in ray.worker_groups:
+            gpu = f"/{group.gpu} GPU" if group.gpu else ""
+            placement = ", ".join(f"{name}={value:g}" for name, value in group.placement)
+            lines.append(
+                f"    worker group {group.name:<22} pool {NODE_POOLS[group.node_pool].name:<12}"
+                f" {group.min_replicas}-{group.max_replicas} pods of {group.resources.cpu} CPU/"
+                f"{group.resources.memory}{gpu}" + (f"  resources {placement}" if placement else "")
+            )
+    return lines + [""]
+
+
 def _render_cost(cost: CostEstimate, region: str) -> list[str]:
     lines = [f"Hourly cost estimate (price table of {cost.table_date}, {cost.table_region}):"]
     width = max(len(line.item) for line in cost.lines)
+    lines.append(
+        f"  {'':<{width}}  {'unit $/h':>9}   {'min':>3}  {'$/h':>8}   {'max':>3}  {'$/h':>8}"
+    )
     for line in cost.lines:
-        price = f"${line.unit_price:.4f}" if line.unit_price is not None else "unknown"
-        lines.append(f"  {line.item:<{width}}  {line.count:>3} x {price:>9}  ${line.hourly:8.3f}")
-    lines.append(f"  {'total per hour':<{width}}                  ${cost.hourly_total:8.3f}")
-    lines.append(f"  (about ${cost.hourly_total * 24:.2f} per day while it runs)")
+        price = f"{line.unit_price:.4f}" if line.unit_price is not None else "unknown"
+        lines.append(
+            f"  {line.item:<{width}}  {price:>9}   {line.count_min:>3}  {line.hourly_min:8.3f}"
+            f"   {line.count_max:>3}  {line.hourly_max:8.3f}"
+        )
+    lines.append(
+        f"  {'total per hour':<{width}}  {'':>9}        {cost.hourly_min:8.3f}"
+        f"        {cost.hourly_max:8.3f}"
+    )
+    lines.append(f"  at minimum scale (idle pools at minSize): ${cost.hourly_min:.3f} per hour")
+    lines.append(f"  at maximum scale (every pool at maxSize): ${cost.hourly_max:.3f} per hour")
+    per_day = f"${cost.hourly_min * 24:.2f} to ${cost.hourly_max * 24:.2f}"
+    lines.append(f"  (about {per_day} per day while it runs)")
     if cost.unpriced:
         lines.append(f"  not priced (add to launch/prices.json): {', '.join(cost.unpriced)}")
     if region != cost.table_region:

@@ -6,6 +6,7 @@ import pulumi
 
 from components.burst_sites import BurstSites, BurstSitesArgs
 from components.data_bucket import DataBucket
+from stacks import outputs
 from stacks.config import SpotburstConfig
 from vocab.burst import SITE_CLOUD, SITE_ONPREM
 from vocab.ports import GCS_PORT
@@ -16,6 +17,7 @@ def build_burst(
 ) -> dict[str, pulumi.Input]:
     """Declare the burst sites; return the stack outputs the run and netem tasks need."""
     burst = config.burst
+    assert burst is not None, "parse_config requires the burst section when burst is on"
     sites = BurstSites(
         "burst",
         BurstSitesArgs(
@@ -29,6 +31,8 @@ def build_burst(
             admin_cidrs=list(config.admin_cidrs),
             bucket_arn=bucket.bucket_arn,
             packages=list(config.node_packages),
+            region=config.region,
+            token_parameter_name=f"/{config.name_prefix}/burst/ray-token",
             tags=tags,
         ),
     )
@@ -37,6 +41,7 @@ def build_burst(
         "burstPrivateIps": sites.private_ips,
         "burstHeadAddress": sites.head_ip.apply(lambda ip: f"{ip}:{GCS_PORT}"),
         "burstSiteCidrs": {SITE_ONPREM: burst.onprem_cidr, SITE_CLOUD: burst.cloud_cidr},
+        outputs.BURST_TOKEN_PARAMETER: sites.token_parameter_name,
         "burstEfs": {
             site: {"fileSystemId": sites.file_system_ids[site], "mountIp": sites.mount_ips[site]}
             for site in (SITE_ONPREM, SITE_CLOUD)

@@ -10,26 +10,77 @@ import ipaddress
 import json
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Any
+from typing import Any, TypeVar
 
 from stacks.fields import ConfigError, Fields, min_desired_max, parse_cidr
+from vocab.spot import (
+    CAPACITY_ON_DEMAND,
+    CAPACITY_SPOT,
+    LEARNER_RESOURCE,
+    ON_DEMAND_RESOURCE,
+    POOL_LEARNER,
+    POOL_ON_DEMAND,
+    POOL_SPOT,
+    SPOT_RESOURCE,
+)
 
 PROJECT = "spotburst"
-KNOWN_EXPERIMENTS = ("doll", "burst")
+RAY_ON_EKS = ("doll", "elastic", "rl", "inference")
+"""Experiments that run as a RayCluster of their own on the shared EKS spot cluster."""
+KNOWN_EXPERIMENTS = (*RAY_ON_EKS, "burst")
 # What every burst node installs next to Ray, at the versions installed here.
 BURST_NODE_PACKAGES = ("numpy", "pillow", "boto3")
+MIN_KUBERAY = (1, 6, 0)
+"""`authOptions.secretName` (token auth) exists from KubeRay 1.6.0 on."""
 _INSTANCE_TYPE = r"[a-z][a-z0-9-]*\.[a-z0-9]+"
 _REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_RESOURCE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+T = TypeVar("T")
+_RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_PLACEMENT_CAPACITY = {
+    SPOT_RESOURCE: CAPACITY_SPOT,
+    ON_DEMAND_RESOURCE: CAPACITY_ON_DEMAND,
+    LEARNER_RESOURCE: CAPACITY_ON_DEMAND,
+}
+"""Placement resources and the capacity their nodes must have (a `spot` unit on an
+on-demand node would send preemptible work somewhere it is never preempted, and back)."""
 
 
 @dataclass(frozen=True)
-class NodeGroupConfig:
+class NodePoolKind:
+    """A node pool the spot cluster can have: how it is bought and whether it has GPUs."""
+
+    key: str
+    name: str
+    """The pool's name on AWS and in the `spotburst.io/node-pool` node label."""
+    capacity: str
+    gpu: bool
+    min_instance_types: int
+    ray_pool: str
+    """The spot vocabulary's pool of a Ray worker here (its Ray node labels)."""
+
+
+NODE_POOLS = {
+    pool.key: pool
+    for pool in (
+        NodePoolKind("head", "head", CAPACITY_ON_DEMAND, False, 1, POOL_ON_DEMAND),
+        NodePoolKind("spotCpu", "spot-cpu", CAPACITY_SPOT, False, 2, POOL_SPOT),
+        NodePoolKind("learnerGpu", "learner-gpu", CAPACITY_ON_DEMAND, True, 1, POOL_LEARNER),
+        NodePoolKind("spotGpu", "spot-gpu", CAPACITY_SPOT, True, 1, POOL_SPOT),
+    )
+}
+HEAD_POOL = "head"
+
+
+@dataclass(frozen=True)
+class NodePoolConfig:
+    kind: NodePoolKind
     instance_types: tuple[str, ...]
     min_size: int
-    desired_size: int
     max_size: int
 
 
@@ -40,24 +91,44 @@ class PodResources:
 
 
 @dataclass(frozen=True)
-class RayWorkersConfig:
+class WorkerGroupConfig:
+    name: str
+    node_pool: str
     resources: PodResources
+    gpu: int
+    placement: tuple[tuple[str, float], ...]
+    """Custom Ray resources the group's nodes advertise, e.g. (("spot", 3.0),)."""
     min_replicas: int
     replicas: int
     max_replicas: int
 
 
 @dataclass(frozen=True)
-class DollConfig:
+class RayClusterConfig:
+    experiment: str
+    namespace: str
+    ray_autoscaler: bool
+    head: PodResources
+    worker_groups: tuple[WorkerGroupConfig, ...]
+
+
+@dataclass(frozen=True)
+class SpotClusterConfig:
     vpc_cidr: str
     az_count: int
     eks_version: str
-    head_nodes: NodeGroupConfig
-    worker_nodes: NodeGroupConfig
     kuberay_version: str
-    namespace: str
-    ray_head: PodResources
-    ray_workers: RayWorkersConfig
+    cluster_autoscaler_version: str
+    cluster_autoscaler_chart: str
+    nvidia_device_plugin_version: str
+    node_pools: dict[str, NodePoolConfig]
+
+    def used_pools(self, ray_clusters: Mapping[str, RayClusterConfig]) -> list[NodePoolConfig]:
+        """The head pool and every pool a worker group of an enabled experiment runs on."""
+        used = {HEAD_POOL} | {
+            group.node_pool for cluster in ray_clusters.values() for group in cluster.worker_groups
+        }
+        return [pool for key, pool in self.node_pools.items() if key in used]
 
 
 @dataclass(frozen=True)
@@ -86,8 +157,11 @@ class SpotburstConfig:
     experiments: tuple[str, ...]
     admin_cidrs: tuple[str, ...]
     bucket: BucketConfig
-    doll: DollConfig
-    burst: BurstConfig
+    spot_cluster: SpotClusterConfig | None
+    """None when no experiment runs on EKS."""
+    ray_clusters: dict[str, RayClusterConfig]
+    """One per enabled EKS experiment, in the order of `experiments`."""
+    burst: BurstConfig | None
     ray_version: str
     ray_image: str
     node_packages: tuple[str, ...]
@@ -111,7 +185,10 @@ def pinned_node_packages() -> tuple[str, ...]:
 
 
 def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
-    """Validate raw stack config (`namespace:key` -> string or JSON string)."""
+    """Validate raw stack config (`namespace:key` -> string or JSON string).
+
+    An experiment's section is required when it is enabled and validated whenever present.
+    """
     values = {key: _decode(value) for key, value in raw.items()}
     region = values.get("aws:region")
     if not isinstance(region, str) or re.fullmatch(_REGION, region) is None:
@@ -122,24 +199,41 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         if key.startswith(f"{PROJECT}:")
     }
     top = Fields(PROJECT, ours, separator=":")
-    top.reject_unknown({"experiments", "adminCidrs", "bucket", "doll", "burst"})
+    top.reject_unknown({"experiments", "adminCidrs", "bucket", "spotCluster", "burst", *RAY_ON_EKS})
     experiments = _experiments(top)
     admin_cidrs = _admin_cidrs(top)
     ray_version, ray_image = installed_ray_image()
+    on_eks = [name for name in experiments if name in RAY_ON_EKS]
+    spot_cluster = _section(top, "spotCluster", bool(on_eks), _spot_cluster)
+    ray_clusters = {
+        name: cluster
+        for name in RAY_ON_EKS
+        if (cluster := _section(top, name, name in on_eks, _ray_cluster(name))) is not None
+    }
     config = SpotburstConfig(
         stack=stack,
         region=region,
         experiments=experiments,
         admin_cidrs=admin_cidrs,
         bucket=_bucket(top.object("bucket")),
-        doll=_doll(top.object("doll")),
-        burst=_burst(top.object("burst")),
+        spot_cluster=spot_cluster,
+        ray_clusters={name: ray_clusters[name] for name in on_eks},
+        burst=_section(top, "burst", "burst" in experiments, _burst),
         ray_version=ray_version,
         ray_image=ray_image,
         node_packages=pinned_node_packages(),
     )
     _reject_overlapping_networks(config)
+    _reject_shared_namespaces(top, config)
     return config
+
+
+def _section(top: Fields, name: str, required: bool, read: Callable[[Fields], T]) -> T | None:
+    if name not in top.values:
+        if required:
+            raise ConfigError(f"{top.key(name)}: missing (required: the experiment is enabled)")
+        return None
+    return read(top.object(name))
 
 
 def _decode(value: str) -> Any:
@@ -176,35 +270,148 @@ def _bucket(fields: Fields) -> BucketConfig:
     )
 
 
-def _doll(fields: Fields) -> DollConfig:
+def _spot_cluster(fields: Fields) -> SpotClusterConfig:
     fields.reject_unknown(
         {
             "vpcCidr",
             "azCount",
             "eksVersion",
-            "headNodes",
-            "workerNodes",
             "kuberayVersion",
-            "namespace",
-            "rayHead",
-            "rayWorkers",
+            "clusterAutoscalerVersion",
+            "clusterAutoscalerChart",
+            "nvidiaDevicePluginVersion",
+            "nodePools",
         }
     )
-    return DollConfig(
+    eks_version = fields.string("eksVersion", r"1\.\d{2}", 'an EKS version such as "1.34"')
+    autoscaler_version = fields.string(
+        "clusterAutoscalerVersion", r"1\.\d{2}\.\d+", "a Cluster Autoscaler release such as 1.34.0"
+    )
+    if autoscaler_version.rsplit(".", 1)[0] != eks_version:
+        raise ConfigError(
+            f"{fields.key('clusterAutoscalerVersion')}: {autoscaler_version} does not match "
+            f"eksVersion {eks_version}; the Cluster Autoscaler's minor version must equal the "
+            "cluster's (e.g. 1.34.x for 1.34)"
+        )
+    pools = fields.object("nodePools")
+    pools.reject_unknown(set(NODE_POOLS))
+    return SpotClusterConfig(
         vpc_cidr=fields.cidr("vpcCidr", private=True),
         az_count=fields.integer("azCount", 2, 6),
-        eks_version=fields.string("eksVersion", r"1\.\d{2}", 'an EKS version such as "1.34"'),
-        head_nodes=_head_nodes(fields.object("headNodes")),
-        worker_nodes=_worker_nodes(fields.object("workerNodes")),
-        kuberay_version=fields.string(
-            "kuberayVersion", r"1\.\d+\.\d+", "a KubeRay chart version 1.x.y such as 1.7.0"
+        eks_version=eks_version,
+        kuberay_version=_kuberay_version(fields),
+        cluster_autoscaler_version=autoscaler_version,
+        cluster_autoscaler_chart=fields.string(
+            "clusterAutoscalerChart", r"\d+\.\d+\.\d+", "a chart version such as 9.52.1"
         ),
-        namespace=fields.string(
-            "namespace", r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a Kubernetes namespace name"
+        nvidia_device_plugin_version=fields.string(
+            "nvidiaDevicePluginVersion", r"0\.\d+\.\d+", "a chart version such as 0.18.2"
         ),
-        ray_head=_pod_resources(fields.object("rayHead"), set()),
-        ray_workers=_ray_workers(fields.object("rayWorkers")),
+        node_pools={key: _node_pool(pools, kind) for key, kind in NODE_POOLS.items()},
     )
+
+
+def _kuberay_version(fields: Fields) -> str:
+    value = fields.string(
+        "kuberayVersion", r"1\.\d+\.\d+", "a KubeRay chart version 1.x.y such as 1.7.0"
+    )
+    if tuple(int(part) for part in value.split(".")) < MIN_KUBERAY:
+        raise ConfigError(
+            f"{fields.key('kuberayVersion')}: {value} is too old; token auth on every RayCluster "
+            f"(authOptions with secretName) needs KubeRay >= {'.'.join(map(str, MIN_KUBERAY))}"
+        )
+    return value
+
+
+def _node_pool(pools: Fields, kind: NodePoolKind) -> NodePoolConfig:
+    fields = pools.object(kind.key)
+    fields.reject_unknown({"instanceTypes", "minSize", "maxSize"})
+    what = "EC2 instance types"
+    if kind.min_instance_types > 1:
+        what += " (spot capacity is diversified over several)"
+    instance_types = fields.string_list(
+        "instanceTypes", _INSTANCE_TYPE, what, kind.min_instance_types
+    )
+    low = fields.integer("minSize", 1 if kind.key == HEAD_POOL else 0)
+    high = fields.integer("maxSize", max(low, 1))
+    return NodePoolConfig(kind, instance_types, low, high)
+
+
+def _ray_cluster(experiment: str) -> Callable[[Fields], RayClusterConfig]:
+    def read(fields: Fields) -> RayClusterConfig:
+        fields.reject_unknown({"namespace", "rayAutoscaler", "head", "workerGroups"})
+        namespace = fields.string("namespace", _DNS_LABEL, "a Kubernetes namespace name")
+        if namespace in _RESERVED_NAMESPACES or namespace.startswith("kuberay"):
+            raise ConfigError(
+                f"{fields.key('namespace')}: {namespace!r} is not allowed; give the experiment "
+                "a namespace of its own"
+            )
+        groups = fields.raw("workerGroups")
+        if not isinstance(groups, list) or not groups:
+            raise ConfigError(
+                f"{fields.key('workerGroups')}: {groups!r} is not allowed; expected a list of "
+                "at least 1 worker group"
+            )
+        worker_groups = tuple(
+            _worker_group(Fields(f"{fields.key('workerGroups')}[{index}]", group))
+            for index, group in enumerate(groups)
+        )
+        names = [group.name for group in worker_groups]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{fields.key('workerGroups')}: group names {names} repeat")
+        return RayClusterConfig(
+            experiment=experiment,
+            namespace=namespace,
+            ray_autoscaler=fields.boolean("rayAutoscaler"),
+            head=_pod_resources(fields.object("head"), set()),
+            worker_groups=worker_groups,
+        )
+
+    return read
+
+
+def _worker_group(fields: Fields) -> WorkerGroupConfig:
+    extra = {"name", "nodePool", "gpu", "resources", "minReplicas", "replicas", "maxReplicas"}
+    resources = _pod_resources(fields, extra)
+    name = fields.string("name", _DNS_LABEL, "a lower-case DNS label such as spot-workers")
+    node_pool = fields.raw("nodePool")
+    if node_pool not in NODE_POOLS:
+        raise ConfigError(
+            f"{fields.key('nodePool')}: {node_pool!r} is not allowed; expected one of "
+            + ", ".join(NODE_POOLS)
+        )
+    kind = NODE_POOLS[node_pool]
+    gpu = fields.integer("gpu", 0, 8)
+    if kind.gpu and gpu == 0:
+        raise ConfigError(
+            f"{fields.key('gpu')}: 0 is not allowed on the GPU pool {node_pool}; its nodes are "
+            "tainted nvidia.com/gpu and take only pods that ask for a GPU"
+        )
+    if not kind.gpu and gpu > 0:
+        raise ConfigError(
+            f"{fields.key('gpu')}: {gpu} is not allowed on {node_pool}, which has no GPUs; use "
+            "learnerGpu or spotGpu"
+        )
+    placement = _placement(fields.object("resources"), kind)
+    low, replicas, high = min_desired_max(
+        fields, "worker group", "minReplicas", "replicas", "maxReplicas"
+    )
+    return WorkerGroupConfig(name, node_pool, resources, gpu, placement, low, replicas, high)
+
+
+def _placement(fields: Fields, kind: NodePoolKind) -> tuple[tuple[str, float], ...]:
+    placement = []
+    for name in fields.values:
+        if not isinstance(name, str) or re.fullmatch(_RESOURCE_NAME, name) is None:
+            raise ConfigError(f"{fields.key(str(name))}: not a Ray resource name")
+        needs = _PLACEMENT_CAPACITY.get(name)
+        if needs is not None and needs != kind.capacity:
+            raise ConfigError(
+                f"{fields.key(name)}: the {name!r} placement resource belongs on {needs} "
+                f"nodes, but pool {kind.key} is {kind.capacity}"
+            )
+        placement.append((name, fields.number(name, 0.0)))
+    return tuple(placement)
 
 
 def _burst(fields: Fields) -> BurstConfig:
@@ -239,42 +446,16 @@ def _burst(fields: Fields) -> BurstConfig:
     )
 
 
-def _head_nodes(fields: Fields) -> NodeGroupConfig:
-    fields.reject_unknown({"instanceType", "count"})
-    instance_type = fields.string(
-        "instanceType", _INSTANCE_TYPE, "an EC2 instance type such as m5.xlarge"
-    )
-    count = fields.integer("count", 1)
-    return NodeGroupConfig((instance_type,), count, count, count)
-
-
-def _worker_nodes(fields: Fields) -> NodeGroupConfig:
-    fields.reject_unknown({"instanceTypes", "minSize", "desiredSize", "maxSize"})
-    instance_types = fields.string_list(
-        "instanceTypes", _INSTANCE_TYPE, "EC2 instance types (spot capacity is diversified)", 2
-    )
-    low, desired, high = min_desired_max(fields, "node group", "minSize", "desiredSize", "maxSize")
-    return NodeGroupConfig(instance_types, low, desired, high)
-
-
 def _pod_resources(fields: Fields, extra_keys: set[str]) -> PodResources:
     fields.reject_unknown({"cpu", "memory"} | extra_keys)
     return PodResources(cpu=fields.quantity("cpu"), memory=fields.quantity("memory"))
 
 
-def _ray_workers(fields: Fields) -> RayWorkersConfig:
-    resources = _pod_resources(fields, {"minReplicas", "replicas", "maxReplicas"})
-    low, replicas, high = min_desired_max(
-        fields, "worker group", "minReplicas", "replicas", "maxReplicas"
-    )
-    return RayWorkersConfig(resources, low, replicas, high)
-
-
 def _reject_overlapping_networks(config: SpotburstConfig) -> None:
     networks: dict[str, str] = {}
-    if "doll" in config.experiments:
-        networks[f"{PROJECT}:doll.vpcCidr"] = config.doll.vpc_cidr
-    if "burst" in config.experiments:
+    if config.spot_cluster is not None:
+        networks[f"{PROJECT}:spotCluster.vpcCidr"] = config.spot_cluster.vpc_cidr
+    if config.burst is not None:
         networks[f"{PROJECT}:burst.onpremCidr"] = config.burst.onprem_cidr
         networks[f"{PROJECT}:burst.cloudCidr"] = config.burst.cloud_cidr
     seen: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
@@ -286,6 +467,17 @@ def _reject_overlapping_networks(config: SpotburstConfig) -> None:
                     f"{key}: {cidr} overlaps {other_key} ({other}); use disjoint blocks"
                 )
         seen.append((key, network))
+
+
+def _reject_shared_namespaces(top: Fields, config: SpotburstConfig) -> None:
+    owners: dict[str, str] = {}
+    for name, cluster in config.ray_clusters.items():
+        if cluster.namespace in owners:
+            raise ConfigError(
+                f"{top.key(name)}.namespace: {cluster.namespace!r} is already the namespace of "
+                f"{owners[cluster.namespace]}; every experiment needs its own"
+            )
+        owners[cluster.namespace] = name
 
 
 def load_config() -> SpotburstConfig:

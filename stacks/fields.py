@@ -70,6 +70,14 @@ class Fields:
             )
         return int(value)
 
+    def number(self, name: str, minimum: float) -> float:
+        value = self.raw(name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(
+                f"{self.key(name)}: {value!r} is not allowed; expected a number >= {minimum:g}"
+            )
+        return float(value)
+
     def quantity(self, name: str) -> str:
         """A positive Kubernetes resource quantity such as "2", "500m" or "6Gi"."""
         value = self.raw(name)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pulumi
 
 from components.data_bucket import DataBucket, DataBucketArgs
+from stacks import outputs
 from stacks.burst import build_burst
 from stacks.config import PROJECT, SpotburstConfig
-from stacks.doll import build_doll
-
-EXPERIMENTS = {"doll": build_doll, "burst": build_burst}
+from stacks.spot_cluster import build_spot_cluster
 
 
 def build(config: SpotburstConfig) -> dict[str, pulumi.Input]:
@@ -25,12 +24,14 @@ def build(config: SpotburstConfig) -> dict[str, pulumi.Input]:
             tags=tags,
         ),
     )
-    outputs: dict[str, pulumi.Input] = {
-        "region": config.region,
-        "bucketName": bucket.bucket_name,
-        "experiments": list(config.experiments),
-        "rayVersion": config.ray_version,
+    exported: dict[str, pulumi.Input] = {
+        outputs.REGION: config.region,
+        outputs.BUCKET_NAME: bucket.bucket_name,
+        outputs.EXPERIMENTS: list(config.experiments),
+        outputs.RAY_VERSION: config.ray_version,
     }
-    for experiment in config.experiments:
-        outputs.update(EXPERIMENTS[experiment](config, bucket, tags))
-    return outputs
+    if config.ray_clusters:
+        exported.update(build_spot_cluster(config, bucket, tags))
+    if config.burst is not None and "burst" in config.experiments:
+        exported.update(build_burst(config, bucket, tags))
+    return exported

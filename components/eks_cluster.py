@@ -1,4 +1,9 @@
-"""An EKS cluster with an on-demand node group for the Ray head and spot groups for workers."""
+"""The spot cluster's EKS: control plane with KMS-encrypted secrets, network policy
+enforcement in the VPC CNI, and one managed node group per node pool.
+
+Node groups start at their minimum size and leave their desired size to the Cluster
+Autoscaler (`ignore_scaling_changes`), so `pulumi up` never undoes a scale-up.
+"""
 
 from __future__ import annotations
 
@@ -9,61 +14,60 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 
 from components.iam_documents import EC2_TRUST
+from components.placement import PoolPlacement
 
-NODE_POOL_LABEL = "spotburst.io/node-pool"
-SPOT_TAINT_KEY = "spotburst.io/spot"
 _NODE_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "cni": "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
     "registry": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
     "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 }
+AMI_CPU = "AL2023_x86_64_STANDARD"
+AMI_GPU = "AL2023_x86_64_NVIDIA"
+"""NVIDIA driver and container toolkit on the node; the device plugin comes from its chart."""
 
 
 @dataclass
-class ScalingArgs:
+class NodePoolArgs:
+    placement: PoolPlacement
+    instance_types: list[str]
     min_size: int
-    desired_size: int
     max_size: int
 
 
 @dataclass
-class SpotEksClusterArgs:
+class EksClusterArgs:
     cluster_name: str
     kubernetes_version: str
     vpc_id: pulumi.Input[str]
     public_subnet_ids: list[pulumi.Output[str]]
     private_subnet_ids: list[pulumi.Output[str]]
-    head_instance_type: str
-    head_scaling: ScalingArgs
-    worker_instance_types: list[str]
-    worker_scaling: ScalingArgs
+    node_pools: list[NodePoolArgs]
     api_access_cidrs: list[str]
     tags: dict[str, str] = field(default_factory=dict)
 
 
-class SpotEksCluster(pulumi.ComponentResource):
-    """Outputs the kubeconfig and OIDC provider; exposes the selectors Ray pods must use."""
+class EksCluster(pulumi.ComponentResource):
+    """Outputs the kubeconfig, the OIDC provider for IRSA and the secrets key."""
 
     cluster_name: pulumi.Output[str]
     kubeconfig_json: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
-    head_node_selector: dict[str, str] = {NODE_POOL_LABEL: "ray-head"}
-    worker_node_selector: dict[str, str] = {NODE_POOL_LABEL: "ray-worker"}
-    spot_toleration: dict[str, str] = {
-        "key": SPOT_TAINT_KEY,
-        "operator": "Equal",
-        "value": "true",
-        "effect": "NoSchedule",
-    }
+    secrets_key_arn: pulumi.Output[str]
 
-    def __init__(
-        self, name: str, args: SpotEksClusterArgs, opts: pulumi.ResourceOptions | None = None
-    ):
-        super().__init__("spotburst:eks:SpotEksCluster", name, None, opts)
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotburst:eks:EksCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         public_endpoint = bool(args.api_access_cidrs)
+        secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes secrets in {args.cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,
+            tags=args.tags,
+            opts=child,
+        )
         cluster = eks.Cluster(
             f"{name}-cluster",
             name=args.cluster_name,
@@ -78,6 +82,9 @@ class SpotEksCluster(pulumi.ComponentResource):
             endpoint_private_access=True,
             endpoint_public_access=public_endpoint,
             public_access_cidrs=list(args.api_access_cidrs) if public_endpoint else None,
+            encryption_config_key_arn=secrets_key.arn,
+            use_default_vpc_cni=False,
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             tags=args.tags,
             opts=child,
         )
@@ -91,51 +98,38 @@ class SpotEksCluster(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{short_name}", role=node_role.name, policy_arn=policy_arn, opts=child
             )
-
-        eks.ManagedNodeGroup(
-            f"{name}-ray-head",
-            cluster=cluster,
-            node_role_arn=node_role.arn,
-            capacity_type="ON_DEMAND",
-            instance_types=[args.head_instance_type],
-            scaling_config=_scaling(args.head_scaling),
-            subnet_ids=args.private_subnet_ids,
-            labels=self.head_node_selector,
-            enable_imd_sv2=True,
-            tags=args.tags,
-            opts=child,
-        )
-        eks.ManagedNodeGroup(
-            f"{name}-ray-workers",
-            cluster=cluster,
-            node_role_arn=node_role.arn,
-            capacity_type="SPOT",
-            instance_types=args.worker_instance_types,
-            scaling_config=_scaling(args.worker_scaling),
-            subnet_ids=args.private_subnet_ids,
-            labels=self.worker_node_selector,
-            taints=[
-                aws.eks.NodeGroupTaintArgs(key=SPOT_TAINT_KEY, value="true", effect="NO_SCHEDULE")
-            ],
-            enable_imd_sv2=True,
-            tags=args.tags,
-            opts=child,
-        )
+        for pool in args.node_pools:
+            placement = pool.placement
+            eks.ManagedNodeGroup(
+                f"{name}-{placement.name}",
+                cluster=cluster,
+                node_role_arn=node_role.arn,
+                capacity_type="SPOT" if placement.spot else "ON_DEMAND",
+                instance_types=pool.instance_types,
+                ami_type=AMI_GPU if placement.gpu else AMI_CPU,
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                    min_size=pool.min_size, desired_size=pool.min_size, max_size=pool.max_size
+                ),
+                ignore_scaling_changes=True,
+                subnet_ids=args.private_subnet_ids,
+                labels=placement.node_labels,
+                taints=[aws.eks.NodeGroupTaintArgs(**taint.aws()) for taint in placement.taints]
+                or None,
+                enable_imd_sv2=True,
+                tags=args.tags,
+                opts=child,
+            )
 
         self.cluster_name = pulumi.Output.from_input(args.cluster_name)
         self.kubeconfig_json = pulumi.Output.secret(cluster.kubeconfig_json)
         self.oidc_provider_arn = cluster.oidc_provider_arn
         self.oidc_issuer = cluster.oidc_issuer
+        self.secrets_key_arn = secrets_key.arn
         self.register_outputs(
             {
                 "cluster_name": self.cluster_name,
                 "kubeconfig_json": self.kubeconfig_json,
                 "oidc_provider_arn": self.oidc_provider_arn,
+                "secrets_key_arn": self.secrets_key_arn,
             }
         )
-
-
-def _scaling(scaling: ScalingArgs) -> aws.eks.NodeGroupScalingConfigArgs:
-    return aws.eks.NodeGroupScalingConfigArgs(
-        min_size=scaling.min_size, desired_size=scaling.desired_size, max_size=scaling.max_size
-    )

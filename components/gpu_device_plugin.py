@@ -1,0 +1,50 @@
+"""The NVIDIA device plugin (Helm chart): advertises `nvidia.com/gpu` on the GPU nodes.
+
+The GPU pools run the EKS AL2023 NVIDIA AMI (driver and container toolkit, no device plugin).
+The chart's own node affinity selects nodes labelled `nvidia.com/gpu.present=true`, which
+the GPU pools carry; it tolerates their GPU and spot taints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.placement import GPU_TAINT, SPOT_TAINT
+
+CHART_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
+CHART_NAME = "nvidia-device-plugin"
+NAMESPACE = "kube-system"
+
+
+@dataclass
+class GpuDevicePluginArgs:
+    chart_version: str
+
+
+class GpuDevicePlugin(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: GpuDevicePluginArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("spotburst:eks:GpuDevicePlugin", name, None, opts)
+        tolerations = [
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+            *(
+                {"key": t.key, "operator": "Exists", "effect": "NoSchedule"}
+                for t in (GPU_TAINT, SPOT_TAINT)
+            ),
+        ]
+        k8s.helm.v3.Release(
+            name,
+            name=CHART_NAME,
+            chart=CHART_NAME,
+            version=args.chart_version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
+            namespace=NAMESPACE,
+            values={"tolerations": tolerations},
+            atomic=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({})

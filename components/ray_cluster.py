@@ -1,0 +1,118 @@
+"""One experiment's Ray cluster on the spot cluster: its namespace, service account (IRSA),
+a network policy around its pods, and the `ray.io/v1` RayCluster itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kuberay_operator import OPERATOR_NAMESPACE, OPERATOR_POD_LABELS
+from components.raycluster_spec import (
+    HEAD_PORTS,
+    RayClusterSpecArgs,
+    head_service_name,
+    raycluster_spec,
+    token_secret_name,
+)
+
+CLUSTER_LABEL = "ray.io/cluster"
+"""KubeRay's label on every pod of a RayCluster."""
+
+
+@dataclass
+class RayClusterArgs:
+    namespace: str
+    cluster_name: str
+    service_account_role_arn: pulumi.Input[str]
+    spec: RayClusterSpecArgs
+    operator: pulumi.Resource
+    """The KubeRay operator release: the RayCluster waits for its CRD."""
+
+
+class RayCluster(pulumi.ComponentResource):
+    namespace: str
+    raycluster_name: str
+    head_service: str
+    token_secret: str
+
+    def __init__(self, name: str, args: RayClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotburst:kuberay:RayCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace),
+            opts=child,
+        )
+        service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.spec.service_account,
+                namespace=namespace.metadata.name,
+                annotations={"eks.amazonaws.com/role-arn": args.service_account_role_arn},
+            ),
+            automount_service_account_token=False,
+            opts=child,
+        )
+        own_pods = {CLUSTER_LABEL: args.cluster_name}
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-ingress",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=f"{args.cluster_name}-ingress", namespace=namespace.metadata.name
+            ),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=own_pods),
+                policy_types=["Ingress"],
+                ingress=[
+                    # Ray's nodes talk to each other on many ports.
+                    k8s.networking.v1.NetworkPolicyIngressRuleArgs(
+                        from_=[
+                            k8s.networking.v1.NetworkPolicyPeerArgs(
+                                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=own_pods)
+                            )
+                        ]
+                    ),
+                    # The operator reaches the head's ports; nothing else gets in.
+                    k8s.networking.v1.NetworkPolicyIngressRuleArgs(
+                        from_=[
+                            k8s.networking.v1.NetworkPolicyPeerArgs(
+                                namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels={"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}
+                                ),
+                                pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels=OPERATOR_POD_LABELS
+                                ),
+                            )
+                        ],
+                        ports=[
+                            k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=port)
+                            for port in HEAD_PORTS.values()
+                        ],
+                    ),
+                ],
+            ),
+            opts=child,
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-raycluster",
+            api_version="ray.io/v1",
+            kind="RayCluster",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.cluster_name, namespace=namespace.metadata.name
+            ),
+            spec=raycluster_spec(args.spec),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.operator, service_account]),
+        )
+        self.namespace = args.namespace
+        self.raycluster_name = args.cluster_name
+        self.head_service = head_service_name(args.cluster_name)
+        self.token_secret = token_secret_name(args.cluster_name)
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "raycluster_name": self.raycluster_name,
+                "head_service": self.head_service,
+                "token_secret": self.token_secret,
+            }
+        )

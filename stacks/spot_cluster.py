@@ -1,0 +1,176 @@
+"""The shared EKS "spot cluster": one VPC, one control plane, one KubeRay operator, the node
+pools and their autoscaler, and one RayCluster per enabled EKS experiment (doll, elastic,
+rl, inference), each in its own namespace with its own bucket access (IRSA)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.bucket_access_role import BucketAccessRole, BucketAccessRoleArgs
+from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.data_bucket import DataBucket
+from components.eks_cluster import EksCluster, EksClusterArgs, NodePoolArgs
+from components.gpu_device_plugin import GpuDevicePlugin, GpuDevicePluginArgs
+from components.kuberay_operator import KubeRayOperator, KubeRayOperatorArgs
+from components.network import Network, NetworkArgs
+from components.placement import PoolPlacement
+from components.ray_cluster import RayCluster, RayClusterArgs
+from components.raycluster_spec import RayClusterSpecArgs, RayHeadArgs, WorkerGroupArgs
+from stacks import outputs
+from stacks.config import (
+    HEAD_POOL,
+    NODE_POOLS,
+    NodePoolConfig,
+    RayClusterConfig,
+    SpotburstConfig,
+)
+from vocab.spot import CAPACITY_SPOT, node_labels
+
+SERVICE_ACCOUNT = "ray-pods"
+
+
+def placement(pool_key: str) -> PoolPlacement:
+    kind = NODE_POOLS[pool_key]
+    return PoolPlacement(kind.name, spot=kind.capacity == CAPACITY_SPOT, gpu=kind.gpu)
+
+
+def build_spot_cluster(
+    config: SpotburstConfig, bucket: DataBucket, tags: dict[str, str]
+) -> dict[str, pulumi.Input]:
+    """Declare the spot cluster; return the stack outputs the run tasks need."""
+    spot = config.spot_cluster
+    assert spot is not None, "parse_config requires spotCluster when an EKS experiment is on"
+    cluster_name = f"{config.name_prefix}-spot"
+    pools = spot.used_pools(config.ray_clusters)
+    network = Network(
+        "spot-cluster",
+        NetworkArgs(
+            cidr=spot.vpc_cidr,
+            az_count=spot.az_count,
+            tags=tags,
+            public_subnet_tags={"kubernetes.io/role/elb": "1"},
+            private_subnet_tags={"kubernetes.io/role/internal-elb": "1"},
+        ),
+    )
+    cluster = EksCluster(
+        "eks",
+        EksClusterArgs(
+            cluster_name=cluster_name,
+            kubernetes_version=spot.eks_version,
+            vpc_id=network.vpc_id,
+            public_subnet_ids=network.public_subnet_ids,
+            private_subnet_ids=network.private_subnet_ids,
+            node_pools=[
+                NodePoolArgs(
+                    placement(pool.kind.key),
+                    list(pool.instance_types),
+                    pool.min_size,
+                    pool.max_size,
+                )
+                for pool in pools
+            ],
+            api_access_cidrs=list(config.admin_cidrs),
+            tags=tags,
+        ),
+    )
+    provider = k8s.Provider("spot-k8s", kubeconfig=cluster.kubeconfig_json)
+    in_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider})
+    head_nodes = placement(HEAD_POOL).node_selector
+    operator = KubeRayOperator(
+        "kuberay",
+        KubeRayOperatorArgs(chart_version=spot.kuberay_version, node_selector=head_nodes),
+        opts=in_cluster,
+    )
+    ClusterAutoscaler(
+        "cluster-autoscaler",
+        ClusterAutoscalerArgs(
+            cluster_name=cluster_name,
+            region=config.region,
+            version=spot.cluster_autoscaler_version,
+            chart_version=spot.cluster_autoscaler_chart,
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_issuer=cluster.oidc_issuer,
+            node_selector=head_nodes,
+            tags=tags,
+        ),
+        opts=in_cluster,
+    )
+    if any(pool.kind.gpu for pool in pools):
+        GpuDevicePlugin(
+            "nvidia-device-plugin",
+            GpuDevicePluginArgs(chart_version=spot.nvidia_device_plugin_version),
+            opts=in_cluster,
+        )
+    exported: dict[str, pulumi.Input] = {
+        outputs.SPOT_CLUSTER_NAME: cluster.cluster_name,
+        outputs.SPOT_CLUSTER_POOLS: {pool.kind.name: _pool_output(pool) for pool in pools},
+    }
+    for experiment, ray in config.ray_clusters.items():
+        access = BucketAccessRole(
+            f"{experiment}-ray-pods",
+            BucketAccessRoleArgs(
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_issuer=cluster.oidc_issuer,
+                namespace=ray.namespace,
+                service_account=SERVICE_ACCOUNT,
+                bucket_arn=bucket.bucket_arn,
+                tags=tags,
+            ),
+        )
+        deployed = RayCluster(
+            experiment,
+            RayClusterArgs(
+                namespace=ray.namespace,
+                cluster_name=experiment,
+                service_account_role_arn=access.role_arn,
+                spec=_spec(config, ray),
+                operator=operator.release,
+            ),
+            opts=in_cluster,
+        )
+        exported.update(
+            {
+                outputs.kubeconfig(experiment): cluster.kubeconfig_json,
+                outputs.namespace(experiment): deployed.namespace,
+                outputs.raycluster_name(experiment): deployed.raycluster_name,
+                outputs.head_service(experiment): deployed.head_service,
+                outputs.token_secret(experiment): deployed.token_secret,
+            }
+        )
+    return exported
+
+
+def _spec(config: SpotburstConfig, ray: RayClusterConfig) -> RayClusterSpecArgs:
+    return RayClusterSpecArgs(
+        ray_version=config.ray_version,
+        image=config.ray_image,
+        service_account=SERVICE_ACCOUNT,
+        head=RayHeadArgs(ray.head.cpu, ray.head.memory, placement(HEAD_POOL)),
+        worker_groups=[
+            WorkerGroupArgs(
+                name=group.name,
+                cpu=group.resources.cpu,
+                memory=group.resources.memory,
+                gpu=group.gpu,
+                placement=placement(group.node_pool),
+                min_replicas=group.min_replicas,
+                replicas=group.replicas,
+                max_replicas=group.max_replicas,
+                ray_resources=dict(group.placement),
+                ray_labels=node_labels(NODE_POOLS[group.node_pool].ray_pool),
+            )
+            for group in ray.worker_groups
+        ],
+        ray_autoscaler=ray.ray_autoscaler,
+    )
+
+
+def _pool_output(pool: NodePoolConfig) -> dict[str, object]:
+    return {
+        "capacity": pool.kind.capacity,
+        "gpu": pool.kind.gpu,
+        "instanceTypes": list(pool.instance_types),
+        "minSize": pool.min_size,
+        "maxSize": pool.max_size,
+    }
