@@ -14,7 +14,6 @@ from pulumi.runtime import mocks
 
 from launch.offline import PROJECT_DIR
 from stacks.config import ConfigError, parse_config
-from stacks.program import EXPERIMENTS
 
 
 def _edit(raw: dict[str, str], key: str, change: Callable[[Any], Any]) -> dict[str, str]:
@@ -27,68 +26,132 @@ def _set(path: str, new_value: Any) -> Callable[[Any], None]:
     def change(value: Any) -> None:
         *parents, leaf = path.split(".")
         for parent in parents:
-            value = value[parent]
-        value[leaf] = new_value
+            value = value[int(parent)] if isinstance(value, list) else value[parent]
+        if isinstance(value, list):
+            value[int(leaf)] = new_value
+        else:
+            value[leaf] = new_value
 
     return change
 
 
 BAD_CONFIG = [
     # (key, change, words the message must contain)
-    ("spotburst:doll", _set("vpcCidr", "11.0.0.0/16"), ["spotburst:doll.vpcCidr", "not private"]),
-    ("spotburst:doll", _set("vpcCidr", "10.0.0.0/33"), ["spotburst:doll.vpcCidr", "CIDR"]),
-    ("spotburst:doll", _set("vpcCidr", "10.0.0.0/12"), ["spotburst:doll.vpcCidr", "/16 and /24"]),
-    ("spotburst:doll", _set("azCount", 1), ["spotburst:doll.azCount", "between 2 and 6"]),
+    (
+        "spotburst:spotCluster",
+        _set("vpcCidr", "11.0.0.0/16"),
+        ["spotburst:spotCluster.vpcCidr", "not private"],
+    ),
+    ("spotburst:spotCluster", _set("vpcCidr", "10.0.0.0/33"), ["spotCluster.vpcCidr", "CIDR"]),
+    ("spotburst:spotCluster", _set("vpcCidr", "10.0.0.0/12"), ["vpcCidr", "/16 and /24"]),
+    ("spotburst:spotCluster", _set("azCount", 1), ["spotCluster.azCount", "between 2 and 6"]),
+    ("spotburst:spotCluster", _set("eksVersion", "latest"), ["spotCluster.eksVersion", "1.34"]),
+    (
+        "spotburst:spotCluster",
+        _set("kuberayVersion", "0.6.0"),
+        ["spotburst:spotCluster.kuberayVersion", "1.x.y"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("kuberayVersion", "1.0.0"),
+        ["spotburst:spotCluster.kuberayVersion", "too old", ">= 1.6.0"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("clusterAutoscalerVersion", "1.31.2"),
+        ["spotCluster.clusterAutoscalerVersion", "does not match eksVersion 1.34"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("nodePools.spotCpu.minSize", 30),
+        ["spotburst:spotCluster.nodePools.spotCpu.maxSize", ">= 30"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("nodePools.spotCpu.minSize", -1),
+        ["spotCluster.nodePools.spotCpu.minSize", ">= 0"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("nodePools.head.minSize", 0),
+        ["spotCluster.nodePools.head.minSize", ">= 1"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("nodePools.spotCpu.instanceTypes", ["c5.xlarge"]),
+        ["spotCluster.nodePools.spotCpu.instanceTypes", "at least 2"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("nodePools.spotGpu.instanceTypes", ["g4dn 2xlarge"]),
+        ["spotCluster.nodePools.spotGpu.instanceTypes", "'g4dn 2xlarge'"],
+    ),
+    (
+        "spotburst:spotCluster",
+        _set("nodePools.cheapGpu", {}),
+        ["spotburst:spotCluster.nodePools.cheapGpu", "unknown key"],
+    ),
+    ("spotburst:spotCluster", _set("vpcCdir", "10.0.0.0/16"), ["spotCluster.vpcCdir", "unknown"]),
+    ("spotburst:doll", _set("head.cpu", "0"), ["spotburst:doll.head.cpu", "positive"]),
     (
         "spotburst:doll",
-        _set("workerNodes.minSize", 9),
-        ["spotburst:doll.workerNodes", "minSize <= desiredSize <= maxSize"],
+        _set("workerGroups", []),
+        ["spotburst:doll.workerGroups", "at least 1 worker group"],
+    ),
+    (
+        "spotburst:elastic",
+        _set("workerGroups.0.memory", "-5Gi"),
+        ["spotburst:elastic.workerGroups[0].memory", "positive"],
     ),
     (
         "spotburst:doll",
-        _set("workerNodes.desiredSize", 20),
-        ["spotburst:doll.workerNodes", "maxSize"],
+        _set("workerGroups.0.replicas", 40),
+        ["spotburst:doll.workerGroups[0]", "minReplicas <= replicas <= maxReplicas"],
+    ),
+    (
+        "spotburst:rl",
+        _set("workerGroups.1.nodePool", "spot"),
+        ["spotburst:rl.workerGroups[1].nodePool", "'spot'", "spotCpu"],
+    ),
+    (
+        "spotburst:rl",
+        _set("workerGroups.0.gpu", 0),
+        ["spotburst:rl.workerGroups[0].gpu", "GPU pool learnerGpu"],
+    ),
+    (
+        "spotburst:inference",
+        _set("workerGroups.0.gpu", 1),
+        ["spotburst:inference.workerGroups[0].gpu", "no GPUs"],
+    ),
+    (
+        "spotburst:rl",
+        _set("workerGroups.0.resources", {"spot": 3}),
+        ["spotburst:rl.workerGroups[0].resources.spot", "spot nodes", "on-demand"],
     ),
     (
         "spotburst:doll",
-        _set("workerNodes.maxSize", 0),
-        ["spotburst:doll.workerNodes.maxSize", ">= 1"],
+        _set("workerGroups.0.resources", {"on_demand": 3}),
+        ["spotburst:doll.workerGroups[0].resources.on_demand", "on-demand nodes"],
     ),
     (
         "spotburst:doll",
-        _set("workerNodes.minSize", -1),
-        ["spotburst:doll.workerNodes.minSize", ">= 0"],
+        _set("workerGroups.0.resources", {"spot": -1}),
+        ["spotburst:doll.workerGroups[0].resources.spot", ">= 0"],
     ),
     (
         "spotburst:doll",
-        _set("workerNodes.instanceTypes", []),
-        ["spotburst:doll.workerNodes.instanceTypes", "at least 2"],
+        _set("workerGroups.0.resources", {"my resource": 1}),
+        ["spotburst:doll.workerGroups[0].resources.my resource", "Ray resource name"],
     ),
     (
-        "spotburst:doll",
-        _set("workerNodes.instanceTypes", ["c5.xlarge"]),
-        ["spotburst:doll.workerNodes.instanceTypes", "at least 2"],
+        "spotburst:elastic",
+        _set("workerGroups.1.name", "spot-workers"),
+        ["spotburst:elastic.workerGroups", "repeat"],
     ),
-    (
-        "spotburst:doll",
-        _set("workerNodes.instanceTypes", ["c5.xlarge", "big box"]),
-        ["spotburst:doll.workerNodes.instanceTypes", "'big box'"],
-    ),
-    ("spotburst:doll", _set("headNodes.count", 0), ["spotburst:doll.headNodes.count", ">= 1"]),
-    ("spotburst:doll", _set("rayHead.cpu", "0"), ["spotburst:doll.rayHead.cpu", "positive"]),
-    (
-        "spotburst:doll",
-        _set("rayWorkers.memory", "-5Gi"),
-        ["spotburst:doll.rayWorkers.memory", "positive"],
-    ),
-    (
-        "spotburst:doll",
-        _set("rayWorkers.replicas", 40),
-        ["spotburst:doll.rayWorkers", "minReplicas <= replicas <= maxReplicas"],
-    ),
-    ("spotburst:doll", _set("eksVersion", "latest"), ["spotburst:doll.eksVersion", "1.34"]),
-    ("spotburst:doll", _set("kuberayVersion", "0.6.0"), ["spotburst:doll.kuberayVersion", "1.x.y"]),
-    ("spotburst:doll", _set("vpcCdir", "10.0.0.0/16"), ["spotburst:doll.vpcCdir", "unknown key"]),
+    ("spotburst:doll", _set("namespace", "kube-system"), ["spotburst:doll.namespace", "own"]),
+    ("spotburst:rl", _set("namespace", "doll"), ["spotburst:rl.namespace", "already", "doll"]),
+    ("spotburst:rl", _set("rayAutoscaler", "yes"), ["spotburst:rl.rayAutoscaler", "true or false"]),
+    ("spotburst:doll", _set("rayWorkers", {}), ["spotburst:doll.rayWorkers", "unknown key"]),
     (
         "spotburst:bucket",
         _set("expireResultsAfterDays", 0),
@@ -129,10 +192,23 @@ def test_bad_region_is_rejected(dev_config: dict[str, str]) -> None:
         parse_config({**dev_config, "aws:region": "mars-1"}, "dev")
 
 
-def test_every_known_experiment_has_a_builder() -> None:
-    from stacks.config import KNOWN_EXPERIMENTS
+def test_an_enabled_experiment_needs_its_section(dev_config: dict[str, str]) -> None:
+    without_rl = {key: value for key, value in dev_config.items() if key != "spotburst:rl"}
+    with pytest.raises(ConfigError, match="spotburst:rl: missing"):
+        parse_config(without_rl, "dev")
+    only_burst = {
+        **{key: value for key, value in without_rl.items() if key != "spotburst:spotCluster"},
+        "spotburst:experiments": '["burst"]',
+    }
+    config = parse_config(only_burst, "dev")
+    assert config.spot_cluster is None and config.ray_clusters == {}
 
-    assert set(EXPERIMENTS) == set(KNOWN_EXPERIMENTS)
+
+def test_a_disabled_experiments_section_is_still_checked(dev_config: dict[str, str]) -> None:
+    config = {**dev_config, "spotburst:experiments": '["doll"]'}
+    assert list(parse_config(config, "dev").ray_clusters) == ["doll"]
+    with pytest.raises(ConfigError, match="spotburst:rl.namespace"):
+        parse_config(_edit(config, "spotburst:rl", _set("namespace", "Bad_Name")), "dev")
 
 
 def test_the_real_entry_point_declares_nothing_on_bad_config(dev_config: dict[str, str]) -> None:
@@ -140,9 +216,9 @@ def test_the_real_entry_point_declares_nothing_on_bad_config(dev_config: dict[st
     monitor = mocks.MockMonitor(_NoCloud())
     mocks.set_mocks(monitor.mocks, project="spotburst", stack="dev", preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
-        _edit(dev_config, "spotburst:doll", _set("workerNodes.minSize", 99))
+        _edit(dev_config, "spotburst:spotCluster", _set("nodePools.spotCpu.minSize", 99))
     )
-    with pytest.raises(ConfigError, match="minSize"):
+    with pytest.raises(ConfigError, match="maxSize"):
         runpy.run_path(str(Path(PROJECT_DIR) / "__main__.py"))
     assert monitor.get_registered_resources() == {}
 
@@ -169,12 +245,15 @@ def test_the_real_entry_point_exports_the_outputs(dev_config: dict[str, str]) ->
         registration.urn.split("::")[2].split("$")[-1]
         for registration in monitor.resources.values()
     }
-    assert {"spotburst:kuberay:KubeRay", "kubernetes:ray.io/v1:RayCluster"} <= types
+    assert {"spotburst:kuberay:KubeRayOperator", "kubernetes:ray.io/v1:RayCluster"} <= types
 
 
 BAD_BURST_CONFIG = [
     ({"cloudCidr": "10.0.128.0/17"}, ["spotburst:burst.cloudCidr", "overlaps", "onpremCidr"]),
-    ({"onpremCidr": "10.42.0.0/16"}, ["spotburst:burst.onpremCidr", "overlaps", "doll.vpcCidr"]),
+    (
+        {"onpremCidr": "10.42.0.0/16"},
+        ["spotburst:burst.onpremCidr", "overlaps", "spotCluster.vpcCidr"],
+    ),
     ({"cloudCidr": "11.0.0.0/16"}, ["spotburst:burst.cloudCidr", "not private"]),
     ({"loginNodes": 0}, ["spotburst:burst.loginNodes", "exactly 1"]),
     ({"hpcWorkers": -1}, ["spotburst:burst.hpcWorkers", ">= 0"]),

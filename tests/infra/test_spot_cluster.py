@@ -1,0 +1,340 @@
+"""What the EKS experiments rely on: one shared cluster, node pools that match their pods,
+autoscaling both ways, spot drains sized to the warning, per-experiment RayClusters."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+
+from launch.offline import DeclaredResource, OfflineRun, run_offline
+from stacks import outputs
+from vocab.spot import SPOT_WARNING_S
+
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+RAYCLUSTER = "kubernetes:ray.io/v1:RayCluster"
+HELM = "kubernetes:helm.sh/v3:Release"
+EKS_EXPERIMENTS = ("doll", "elastic", "rl", "inference")
+SPOT_TAINT = {"key": "spotburst.io/spot", "value": "true", "effect": "NO_SCHEDULE"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
+# vCPU, GiB of the default pool types (EC2 documentation), to check that pods fit.
+SHAPES = {
+    "m5.2xlarge": (8, 32),
+    "c5.xlarge": (4, 8),
+    "c5a.xlarge": (4, 8),
+    "c6i.xlarge": (4, 8),
+    "g4dn.xlarge": (4, 16),
+    "g4dn.2xlarge": (8, 32),
+}
+
+
+def _spec(run: OfflineRun, experiment: str) -> dict[str, Any]:
+    spec: dict[str, Any] = run.one(RAYCLUSTER, f"{experiment}-raycluster").inputs["spec"]
+    return spec
+
+
+def _pool(run: OfflineRun, name: str) -> dict[str, Any]:
+    inputs: dict[str, Any] = run.one(NODE_GROUP, f"eks-{name}").inputs
+    return inputs
+
+
+def _groups(run: OfflineRun) -> list[tuple[str, dict[str, Any]]]:
+    return [(e, g) for e in EKS_EXPERIMENTS for g in _spec(run, e)["workerGroupSpecs"]]
+
+
+def _toleration(taint: dict[str, str]) -> dict[str, str]:
+    return {
+        "key": taint["key"],
+        "operator": "Equal",
+        "value": taint["value"],
+        "effect": "NoSchedule",
+    }
+
+
+def test_one_cluster_one_operator_one_raycluster_per_experiment(dev_run: OfflineRun) -> None:
+    assert len(dev_run.of_type("eks:index:Cluster")) == 1
+    assert len(dev_run.of_type("aws:ec2/vpc:Vpc")) == 3  # the spot cluster's and burst's pair
+    charts = sorted(r.inputs["chart"] for r in dev_run.of_type(HELM))
+    assert charts == ["cluster-autoscaler", "kuberay-operator", "nvidia-device-plugin"]
+    namespaces = {
+        rc.inputs["metadata"]["namespace"]: rc.inputs["metadata"]["name"]
+        for rc in dev_run.of_type(RAYCLUSTER)
+    }
+    assert namespaces == {e: e for e in EKS_EXPERIMENTS}
+    operator = dev_run.one(HELM, "kuberay")
+    for rc in dev_run.of_type(RAYCLUSTER):
+        assert operator.urn in rc.dependencies
+
+
+@pytest.mark.parametrize(
+    ("pool", "capacity", "types", "sizes", "taints", "ami"),
+    [
+        ("head", "ON_DEMAND", ["m5.2xlarge"], (1, 2), None, "AL2023_x86_64_STANDARD"),
+        (
+            "spot-cpu",
+            "SPOT",
+            ["c5.xlarge", "c5a.xlarge", "c6i.xlarge"],
+            (0, 24),
+            [SPOT_TAINT],
+            "AL2023_x86_64_STANDARD",
+        ),
+        ("learner-gpu", "ON_DEMAND", ["g4dn.xlarge"], (0, 1), [GPU_TAINT], "AL2023_x86_64_NVIDIA"),
+        (
+            "spot-gpu",
+            "SPOT",
+            ["g4dn.2xlarge"],
+            (0, 4),
+            [SPOT_TAINT, GPU_TAINT],
+            "AL2023_x86_64_NVIDIA",
+        ),
+    ],
+)
+def test_node_pools_from_config(
+    dev_run: OfflineRun,
+    pool: str,
+    capacity: str,
+    types: list[str],
+    sizes: tuple[int, int],
+    taints: list[dict[str, str]] | None,
+    ami: str,
+) -> None:
+    inputs = _pool(dev_run, pool)
+    assert inputs["capacityType"] == capacity
+    assert inputs["instanceTypes"] == types
+    assert inputs["amiType"] == ami
+    low, high = sizes
+    # Created at the minimum (zero costs nothing); the Cluster Autoscaler owns the size after.
+    assert inputs["scalingConfig"] == {"minSize": low, "desiredSize": low, "maxSize": high}
+    assert inputs["ignoreScalingChanges"] is True
+    assert inputs.get("taints") == taints
+    assert inputs["labels"]["spotburst.io/node-pool"] == pool
+    assert inputs["labels"]["capacity"] == ("spot" if capacity == "SPOT" else "on-demand")
+    assert ("nvidia.com/gpu.present" in inputs["labels"]) == (ami == "AL2023_x86_64_NVIDIA")
+
+
+def test_only_the_pools_enabled_experiments_use_are_declared(dev_config: dict[str, str]) -> None:
+    run = run_offline({**dev_config, "spotburst:experiments": '["doll"]'})
+    assert sorted(r.name for r in run.of_type(NODE_GROUP)) == ["eks-head", "eks-spot-cpu"]
+    assert "nvidia-device-plugin" not in [r.inputs["chart"] for r in run.of_type(HELM)]
+    assert len(run.of_type(RAYCLUSTER)) == 1
+    assert run.of_type("aws:ec2/instance:Instance") == []
+
+
+def test_heads_run_on_the_untainted_on_demand_pool(dev_run: OfflineRun) -> None:
+    head_labels = _pool(dev_run, "head")["labels"]
+    for experiment in EKS_EXPERIMENTS:
+        head = _spec(dev_run, experiment)["headGroupSpec"]
+        pod = head["template"]["spec"]
+        assert head_labels.items() >= pod["nodeSelector"].items()
+        assert "tolerations" not in pod
+        assert head["serviceType"] == "ClusterIP"
+        ports = {p["containerPort"] for p in pod["containers"][0]["ports"]}
+        assert {6379, 8265, 10001} <= ports
+
+
+def test_worker_groups_land_on_their_pool_and_tolerate_only_its_taints(
+    dev_run: OfflineRun,
+) -> None:
+    for experiment, group in _groups(dev_run):
+        pod = group["template"]["spec"]
+        pool_name = pod["nodeSelector"]["spotburst.io/node-pool"]
+        pool = _pool(dev_run, pool_name)
+        assert pool["labels"].items() >= pod["nodeSelector"].items(), (experiment, group)
+        expected = [_toleration(t) for t in pool.get("taints") or []]
+        assert pod.get("tolerations", []) == expected, (experiment, group["groupName"])
+        limits = pod["containers"][0]["resources"]["limits"]
+        assert ("nvidia.com/gpu" in limits) == ("-gpu" in pool_name)
+
+
+def test_pods_fit_the_nodes_of_their_pool(dev_run: OfflineRun) -> None:
+    def gib(memory: str) -> float:
+        return float(memory.removesuffix("Gi"))
+
+    for experiment in EKS_EXPERIMENTS:
+        spec = _spec(dev_run, experiment)
+        pods = [spec["headGroupSpec"]] + spec["workerGroupSpecs"]
+        for group in pods:
+            pod = group["template"]["spec"]
+            pool = _pool(dev_run, pod["nodeSelector"]["spotburst.io/node-pool"])
+            requests = pod["containers"][0]["resources"]["requests"]
+            for instance_type in pool["instanceTypes"]:
+                vcpus, memory = SHAPES[instance_type]
+                # Leave room for the kubelet reserve and the daemon sets.
+                assert float(requests["cpu"]) <= vcpus - 0.5, (experiment, instance_type)
+                assert gib(requests["memory"]) <= memory * 0.85, (experiment, instance_type)
+
+
+def test_ray_placement_resources_and_labels_follow_the_pool(dev_run: OfflineRun) -> None:
+    groups = {(e, g["groupName"]): g for e, g in _groups(dev_run)}
+    assert groups[("rl", "learner")]["resources"] == {"learner": "3"}
+    assert groups[("rl", "learner")]["labels"] == {"capacity": "on-demand", "pool": "learner"}
+    assert groups[("rl", "spot-env-runners")]["resources"] == {"spot": "3"}
+    assert groups[("doll", "spot-workers")]["labels"] == {"capacity": "spot", "pool": "spot"}
+    for _, group in groups.items():
+        ray_capacity = group["labels"]["capacity"]
+        node_capacity = group["template"]["spec"]["nodeSelector"]["spotburst.io/node-pool"]
+        assert (ray_capacity == "spot") == node_capacity.startswith("spot")
+
+
+def test_ray_autoscaler_runs_where_the_experiment_scales(dev_run: OfflineRun) -> None:
+    on = {e for e in EKS_EXPERIMENTS if _spec(dev_run, e)["enableInTreeAutoscaling"]}
+    assert on == {"elastic", "rl"}
+    for experiment in EKS_EXPERIMENTS:
+        spec = _spec(dev_run, experiment)
+        head = spec["headGroupSpec"]["template"]["spec"]
+        assert head["automountServiceAccountToken"] is False
+        mounts_of_ray = head["containers"][0].get("volumeMounts", [])
+        assert mounts_of_ray == []  # the Ray container never sees the API token
+        if experiment in on:
+            options = spec["autoscalerOptions"]
+            (mount,) = options["volumeMounts"]
+            assert mount["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+            (volume,) = head["volumes"]
+            assert volume["name"] == mount["name"]
+            sources = [next(iter(source)) for source in volume["projected"]["sources"]]
+            assert sources == ["serviceAccountToken", "configMap", "downwardAPI"]
+        else:
+            assert "autoscalerOptions" not in spec and "volumes" not in head
+
+
+def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -> None:
+    seen_spot = seen_on_demand = False
+    for _, group in _groups(dev_run):
+        pod = group["template"]["spec"]
+        spot = pod["nodeSelector"]["spotburst.io/node-pool"].startswith("spot")
+        env = {e["name"]: e["value"] for e in pod["containers"][0].get("env", [])}
+        if spot:
+            seen_spot = True
+            grace = pod["terminationGracePeriodSeconds"]
+            drain = float(env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"])
+            assert 60 <= drain < grace < SPOT_WARNING_S
+            assert grace - drain >= 10  # Ray exits after draining, before the SIGKILL
+        else:
+            seen_on_demand = True
+            assert "terminationGracePeriodSeconds" not in pod and not env
+    assert seen_spot and seen_on_demand
+
+
+def test_cluster_autoscaler_discovers_this_cluster_with_a_matching_version(
+    dev_run: OfflineRun,
+) -> None:
+    release = dev_run.one(HELM, "cluster-autoscaler").inputs
+    values = release["values"]
+    spot = dev_run.config.spot_cluster
+    assert spot is not None
+    assert values["autoDiscovery"] == {"clusterName": "spotburst-dev-spot"}
+    assert values["image"]["tag"] == f"v{spot.cluster_autoscaler_version}"
+    assert values["image"]["tag"].startswith(f"v{spot.eks_version}.")
+    assert values["awsRegion"] == dev_run.config.region
+    assert values["nodeSelector"] == {"spotburst.io/node-pool": "head"}
+    role = dev_run.one("aws:iam/role:Role", "cluster-autoscaler-irsa")
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]
+    assert "system:serviceaccount:kube-system:cluster-autoscaler" in trust["StringEquals"].values()
+    account = values["rbac"]["serviceAccount"]
+    assert account["name"] == "cluster-autoscaler"
+    assert account["annotations"]["eks.amazonaws.com/role-arn"].endswith(":cluster-autoscaler-irsa")
+
+
+def test_gpu_device_plugin_reaches_every_gpu_pool(dev_run: OfflineRun) -> None:
+    values = dev_run.one(HELM, "nvidia-device-plugin").inputs["values"]
+    tolerated = {t["key"] for t in values["tolerations"] if t.get("effect") == "NoSchedule"}
+    for pool in ("learner-gpu", "spot-gpu"):
+        inputs = _pool(dev_run, pool)
+        assert {t["key"] for t in inputs["taints"]} <= tolerated
+        # The chart's default node affinity selects this label.
+        assert inputs["labels"]["nvidia.com/gpu.present"] == "true"
+
+
+def test_eks_secrets_key_rotates_and_network_policies_are_enforced(dev_run: OfflineRun) -> None:
+    cluster = dev_run.one("eks:index:Cluster").inputs
+    key = dev_run.one("aws:kms/key:Key", "eks-secrets")
+    assert cluster["encryptionConfigKeyArn"].endswith(f":{key.name}")
+    assert key.inputs["enableKeyRotation"] is True
+    assert cluster["vpcCniOptions"]["enableNetworkPolicy"] is True
+    assert cluster["useDefaultVpcCni"] is False
+
+
+def test_each_namespace_admits_only_its_own_pods_and_the_operator(dev_run: OfflineRun) -> None:
+    for experiment in EKS_EXPERIMENTS:
+        policy = dev_run.one(
+            "kubernetes:networking.k8s.io/v1:NetworkPolicy", f"{experiment}-ingress"
+        )
+        spec = policy.inputs["spec"]
+        own = {"matchLabels": {"ray.io/cluster": experiment}}
+        assert policy.inputs["metadata"]["namespace"] == experiment
+        assert spec["podSelector"] == own and spec["policyTypes"] == ["Ingress"]
+        peers, operator = spec["ingress"]
+        assert peers == {"from": [{"podSelector": own}]}
+        (source,) = operator["from"]
+        assert source["namespaceSelector"] == {
+            "matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}
+        }
+        assert {p["port"] for p in operator["ports"]} == {6379, 8265, 10001}
+
+
+def _irsa(run: OfflineRun, experiment: str) -> DeclaredResource:
+    return run.one("aws:iam/role:Role", f"{experiment}-ray-pods")
+
+
+def test_each_experiments_pods_get_their_own_bucket_role(dev_run: OfflineRun) -> None:
+    for experiment in EKS_EXPERIMENTS:
+        trust = json.loads(_irsa(dev_run, experiment).inputs["assumeRolePolicy"])
+        (statement,) = trust["Statement"]
+        subjects = [
+            v for k, v in statement["Condition"]["StringEquals"].items() if k.endswith(":sub")
+        ]
+        assert subjects == [f"system:serviceaccount:{experiment}:ray-pods"]
+        account = dev_run.one(
+            "kubernetes:core/v1:ServiceAccount", f"{experiment}-service-account"
+        ).inputs
+        assert account["metadata"]["namespace"] == experiment
+        assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(
+            f":{experiment}-ray-pods"
+        )
+        policy = json.loads(
+            dev_run.one("aws:iam/rolePolicy:RolePolicy", f"{experiment}-ray-pods-bucket").inputs[
+                "policy"
+            ]
+        )
+        bucket_arn = f"arn:aws:s3:::{dev_run.outputs['bucketName']}"
+        assert {s["Resource"] for s in policy["Statement"]} == {bucket_arn, f"{bucket_arn}/*"}
+
+
+def test_every_ray_image_matches_the_installed_ray(dev_run: OfflineRun) -> None:
+    expected = f"rayproject/ray:{version('ray')}-py{sys.version_info.major}{sys.version_info.minor}"
+    for experiment in EKS_EXPERIMENTS:
+        spec = _spec(dev_run, experiment)
+        assert spec["rayVersion"] == version("ray")
+        pods = [spec["headGroupSpec"]] + spec["workerGroupSpecs"]
+        assert {g["template"]["spec"]["containers"][0]["image"] for g in pods} == {expected}
+
+
+def test_outputs_for_each_experiments_run_path(dev_run: OfflineRun) -> None:
+    assert dev_run.outputs[outputs.SPOT_CLUSTER_NAME] == "spotburst-dev-spot"
+    for experiment in EKS_EXPERIMENTS:
+        assert dev_run.outputs[outputs.namespace(experiment)] == experiment
+        assert dev_run.outputs[outputs.head_service(experiment)] == f"{experiment}-head-svc"
+        assert dev_run.outputs[outputs.raycluster_name(experiment)] == experiment
+        # KubeRay names the generated token Secret after the RayCluster.
+        assert dev_run.outputs[outputs.token_secret(experiment)] == experiment
+        kubeconfig = outputs.kubeconfig(experiment)
+        assert json.loads(dev_run.outputs[kubeconfig])["kind"] == "Config"
+        assert kubeconfig in dev_run.secret_outputs
+    pools = dev_run.outputs[outputs.SPOT_CLUSTER_POOLS]
+    assert pools["spot-gpu"]["maxSize"] == 4 and pools["spot-gpu"]["capacity"] == "spot"
+
+
+def test_burst_nodes_start_ray_with_the_stack_token(dev_run: OfflineRun) -> None:
+    parameter = dev_run.one("aws:ssm/parameter:Parameter")
+    assert parameter.inputs["type"] == "SecureString"
+    assert dev_run.outputs[outputs.BURST_TOKEN_PARAMETER] == parameter.inputs["name"]
+    assert dev_run.one("random:index/randomPassword:RandomPassword").inputs["length"] >= 32
+    for instance in dev_run.of_type("aws:ec2/instance:Instance"):
+        script = instance.inputs["userData"]
+        start = script[script.index("export RAY_AUTH_MODE=token") : script.index("START\nchmod")]
+        assert f"--name {parameter.inputs['name']} --with-decryption" in start
+        assert "export RAY_AUTH_TOKEN" in start
+        assert start.index("RAY_AUTH_TOKEN") < start.index(" start ")
