@@ -1,9 +1,9 @@
-"""`invoke plan` prints the tree by component and an hourly cost from the dated price table."""
+"""`invoke plan` prints the tree, the shared spot cluster and the hourly cost at minimum and
+maximum scale from the dated price table."""
 
 from __future__ import annotations
 
 import json
-from statistics import mean
 
 import pytest
 
@@ -12,53 +12,58 @@ from launch.offline import read_stack_config, run_offline
 from launch.plan import plan, render_plan
 
 
-def test_plan_groups_resources_under_their_components() -> None:
+def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools() -> None:
     text = render_plan(*plan("dev"))
     for component in (
         "spotburst:network:Network",
-        "spotburst:eks:SpotEksCluster",
-        "spotburst:kuberay:KubeRay",
+        "spotburst:eks:EksCluster",
+        "spotburst:kuberay:KubeRayOperator",
+        "spotburst:kuberay:RayCluster",
+        "spotburst:eks:ClusterAutoscaler",
         "spotburst:storage:DataBucket",
     ):
         assert f"\n{component}  " in text
-    assert "\n  kubernetes:ray.io/v1:RayCluster  doll-raycluster" in text
+    assert "\n  kubernetes:ray.io/v1:RayCluster  rl-raycluster" in text
+    assert "Shared spot cluster spotburst-dev-spot (EKS 1.34" in text
+    for experiment in ("doll", "elastic", "rl", "inference"):
+        assert f"RayCluster {experiment!r} in namespace {experiment!r}" in text
+    assert "    spot-gpu     spot      g4dn.2xlarge" in text
+    assert "worker group learner                pool learner-gpu  0-1 pods" in text
     assert "dollKubeconfig: [secret]" in text
     assert "price table of 2026-11-01" in text
 
 
-def test_hourly_cost_adds_control_plane_nat_and_nodes_at_desired_size() -> None:
-    table = load_price_table()
+def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
     run, cost = plan("dev")
-    doll, burst = run.config.doll, run.config.burst
-    prices, hourly = table["instances"], table["hourly"]
-    burst_nodes = burst.login_nodes + burst.hpc_workers + burst.cloud_nodes
-    expected = (
-        hourly["eks_control_plane"]
-        + 2 * hourly["nat_gateway"]  # the DOLL VPC's and the on-prem site's
-        # the two NAT addresses, the login node and every cloud node
-        + (2 + 1 + burst.cloud_nodes) * hourly["public_ipv4_address"]
-        + doll.head_nodes.desired_size * prices[doll.head_nodes.instance_types[0]]["on_demand"]
-        + doll.worker_nodes.desired_size
-        * mean(prices[name]["spot"] for name in doll.worker_nodes.instance_types)
-        + burst_nodes * prices[burst.instance_type]["on_demand"]
-    )
-    assert run.config.experiments == ("doll", "burst")
-    assert cost.hourly_total == pytest.approx(expected)
-    assert f"${cost.hourly_total:8.3f}" in render_plan(run, cost)
+    # Prices from launch/prices.json, counted by hand for the shipped dev config.
+    fixed = 0.10 + 2 * 0.045 + 4 * 0.005 + 2 * 1.00 / 730  # EKS, 2 NATs, 4 IPv4, 2 KMS keys
+    burst = 3 * 1.008  # login, HPC worker, cloud node: r5.4xlarge on-demand
+    head = 0.384  # m5.2xlarge on-demand
+    spot_cpu = (0.068 + 0.062 + 0.066) / 3  # mean spot of c5/c5a/c6i.xlarge
+    minimum = fixed + burst + 1 * head
+    maximum = fixed + burst + 2 * head + 24 * spot_cpu + 1 * 0.526 + 4 * 0.29
+    assert cost.hourly_min == pytest.approx(minimum)
+    assert cost.hourly_max == pytest.approx(maximum)
+    text = render_plan(run, cost)
+    assert f"at minimum scale (idle pools at minSize): ${minimum:.3f} per hour" in text
+    assert f"at maximum scale (every pool at maxSize): ${maximum:.3f} per hour" in text
+    assert cost.unpriced == []
 
 
-def test_more_spot_workers_cost_more_and_unknown_types_are_named() -> None:
+def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named() -> None:
     raw = read_stack_config("dev")
-    doll = json.loads(raw["spotburst:doll"])
+    spot = json.loads(raw["spotburst:spotCluster"])
     base = estimate_hourly_cost(run_offline(raw).resources, load_price_table())
-    doll["workerNodes"]["desiredSize"] += 4
-    doll["workerNodes"]["instanceTypes"] = ["c5.xlarge", "x9z.mega"]
+    spot["nodePools"]["spotGpu"]["maxSize"] = 8
     bigger = estimate_hourly_cost(
-        run_offline({**raw, "spotburst:doll": json.dumps(doll)}).resources, load_price_table()
+        run_offline({**raw, "spotburst:spotCluster": json.dumps(spot)}).resources,
+        load_price_table(),
     )
-    assert bigger.unpriced == ["spot c5.xlarge|x9z.mega (doll-ray-workers)"]
-    doll["workerNodes"]["instanceTypes"] = ["c5.xlarge", "c6i.xlarge"]
-    priced = estimate_hourly_cost(
-        run_offline({**raw, "spotburst:doll": json.dumps(doll)}).resources, load_price_table()
+    assert bigger.hourly_min == pytest.approx(base.hourly_min)
+    assert bigger.hourly_max == pytest.approx(base.hourly_max + 4 * 0.29)
+    spot["nodePools"]["spotCpu"]["instanceTypes"] = ["c5.xlarge", "x9z.mega"]
+    unknown = estimate_hourly_cost(
+        run_offline({**raw, "spotburst:spotCluster": json.dumps(spot)}).resources,
+        load_price_table(),
     )
-    assert priced.hourly_total > base.hourly_total
+    assert unknown.unpriced == ["spot c5.xlarge|x9z.mega (eks-spot-cpu)"]
