@@ -198,7 +198,7 @@ def burst_token_is_readable_by_burst_nodes_only(run: OfflineRun) -> list[str]:
         param_arn = f"arn:aws:ssm:{run.config.region}:{MOCK_ACCOUNT}:{parameter.name}"
         key_arn = f"arn:aws:kms:{run.config.region}:{MOCK_ACCOUNT}:{key.name}"
         for policy, statement in _statements(run):
-            if policy.inputs["role"] in readers:
+            if policy.inputs.get("role") in readers:
                 continue
             if any(_allows(statement, read) for read in PARAMETER_READS) and _covers(
                 statement, param_arn

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from launch.offline import DeclaredResource, OfflineRun
+from tests.infra import cluster_policy
 
 OPEN_TO_WORLD = ("0.0.0.0/0", "::/0")
 AWS_ACCESS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
@@ -154,6 +155,7 @@ RULES: list[Callable[[OfflineRun], list[str]]] = [
     imds_v2_is_required,
     iam_grants_no_wildcards,
     no_static_aws_keys,
+    *cluster_policy.RULES,
 ]
 
 

@@ -251,3 +251,11 @@ def test_each_rule_goes_red_naming_what_broke(
 ) -> None:
     broken = cluster_policy.violations(breakage(dev_run))
     assert any(message in violation for violation in broken), broken
+
+
+def test_the_security_policy_runs_these_rules(dev_run: OfflineRun) -> None:
+    from tests.infra import security_policy
+
+    assert set(cluster_policy.RULES) <= set(security_policy.RULES)
+    broken = _edit(dev_run, RAYCLUSTER, lambda i: i["spec"].pop("authOptions"))
+    assert any("authOptions" in v for v in security_policy.violations(broken))
