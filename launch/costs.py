@@ -1,7 +1,9 @@
 """Hourly cost of a declared stack at its minimum and maximum scale, from the resources the
 program declares and a dated price table (`launch/prices.json`).
 
-Minimum scale: every autoscaled node pool at its `minSize` (what an idle stack bills).
+Minimum scale: every node pool at its `minSize`, or at the nodes the Ray pods that always run
+need if that is more (each RayCluster's head, the `replicas` of a cluster without the Ray
+autoscaler, the `minReplicas` of one with it), packed by CPU onto the pool's smallest type.
 Maximum scale: every pool at its `maxSize` (what the autoscaler may grow to). Fixed items —
 control planes, NAT gateways, public IPv4 addresses, KMS keys, EC2 instances — are the same
 at both.
@@ -20,6 +22,9 @@ from launch.offline import DeclaredResource
 
 PRICE_TABLE = Path(__file__).with_name("prices.json")
 HOURS_PER_MONTH = 730
+NODE_POOL_LABEL = "spotburst.io/node-pool"
+NODE_RESERVED_CPU = 0.5
+"""Kubelet reserve and daemon sets on every node: not available to pods."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,10 @@ def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any
     for item, price, matches in counted:
         if found := count(matches):
             lines.append(CostLine(item, found, found, price))
+    always_on = _always_on_pods(resources)
     for resource in resources:
         if resource.type == "eks:index:ManagedNodeGroup":
-            lines.append(_node_group_line(resource, table["instances"]))
+            lines.append(_node_group_line(resource, table["instances"], always_on))
         elif resource.type == "aws:ec2/instance:Instance":
             lines.append(_instance_line(resource, table["instances"]))
     return CostEstimate(lines, table["date"], table["region"])
@@ -98,19 +104,67 @@ def _holds_public_ipv4(resource: DeclaredResource) -> bool:
     )
 
 
-def _node_group_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLine:
+def _cpus(quantity: Any) -> float:
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def _always_on_pods(resources: list[DeclaredResource]) -> dict[str, list[float]]:
+    """Node pool -> CPU requests of the Ray pods that run whatever the load."""
+    pods: dict[str, list[float]] = {}
+
+    def add(template: dict[str, Any], count: int) -> None:
+        pod = template["spec"]
+        pool = (pod.get("nodeSelector") or {}).get(NODE_POOL_LABEL)
+        cpu = _cpus(pod["containers"][0]["resources"]["requests"]["cpu"])
+        pods.setdefault(pool, []).extend([cpu] * count)
+
+    for resource in resources:
+        if resource.type != "kubernetes:ray.io/v1:RayCluster":
+            continue
+        spec = resource.inputs["spec"]
+        add(spec["headGroupSpec"]["template"], 1)
+        key = "minReplicas" if spec.get("enableInTreeAutoscaling") else "replicas"
+        for group in spec.get("workerGroupSpecs") or []:
+            add(group["template"], int(group.get(key) or 0))
+    return pods
+
+
+def _nodes_for(pods: list[float], node_cpus: float) -> int:
+    """First-fit decreasing: how many nodes of `node_cpus` allocatable CPUs hold the pods."""
+    free: list[float] = []
+    for cpu in sorted(pods, reverse=True):
+        for index, room in enumerate(free):
+            if cpu <= room:
+                free[index] -= cpu
+                break
+        else:
+            free.append(node_cpus - cpu)
+    return len(free)
+
+
+def _node_group_line(
+    resource: DeclaredResource, prices: dict[str, Any], always_on: dict[str, list[float]]
+) -> CostLine:
     inputs = resource.inputs
     market = "spot" if inputs.get("capacityType") == "SPOT" else "on_demand"
     types = list(inputs.get("instanceTypes") or [])
     scaling = inputs["scalingConfig"]
+    low, high = int(scaling["minSize"]), int(scaling["maxSize"])
+    pods = always_on.get((inputs.get("labels") or {}).get(NODE_POOL_LABEL), [])
+    if pods:
+        sizes = [prices[name].get("vcpus") for name in types if name in prices]
+        # Unknown shapes: one pod per node.
+        room = min(sizes) - NODE_RESERVED_CPU if sizes and all(sizes) else max(pods)
+        low = min(high, max(low, _nodes_for(pods, room)))
     known = [prices[name][market] for name in types if name in prices]
     # Diversified spot capacity lands on any of the types: price it at their mean.
     unit = mean(known) if known and len(known) == len(types) else None
     label = "spot" if market == "spot" else "on-demand"
     return CostLine(
         f"{label} {'|'.join(types)} ({resource.name})",
-        int(scaling["minSize"]),
-        int(scaling["maxSize"]),
+        low,
+        high,
         unit,
     )
 

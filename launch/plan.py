@@ -107,7 +107,10 @@ def _render_cost(cost: CostEstimate, region: str) -> list[str]:
         f"  {'total per hour':<{width}}  {'':>9}        {cost.hourly_min:8.3f}"
         f"        {cost.hourly_max:8.3f}"
     )
-    lines.append(f"  at minimum scale (idle pools at minSize): ${cost.hourly_min:.3f} per hour")
+    lines.append(
+        f"  at minimum scale (pools at minSize or what always-on Ray pods need): "
+        f"${cost.hourly_min:.3f} per hour"
+    )
     lines.append(f"  at maximum scale (every pool at maxSize): ${cost.hourly_max:.3f} per hour")
     per_day = f"${cost.hourly_min * 24:.2f} to ${cost.hourly_max * 24:.2f}"
     lines.append(f"  (about {per_day} per day while it runs)")

@@ -40,12 +40,15 @@ def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
     burst = 3 * 1.008  # login, HPC worker, cloud node: r5.4xlarge on-demand
     head = 0.384  # m5.2xlarge on-demand
     spot_cpu = (0.068 + 0.062 + 0.066) / 3  # mean spot of c5/c5a/c6i.xlarge
-    minimum = fixed + burst + 1 * head
+    # Always on: 4 heads (2+1+1+1 CPU) fit one 8-vCPU head node; DOLL's 4 and inference's 3
+    # fixed replicas of 3 CPU take one 4-vCPU spot node each; elastic and rl (Ray
+    # autoscaler, minReplicas 0) and the GPU pools add nothing until used.
+    minimum = fixed + burst + 1 * head + 7 * spot_cpu
     maximum = fixed + burst + 2 * head + 24 * spot_cpu + 1 * 0.526 + 4 * 0.29
     assert cost.hourly_min == pytest.approx(minimum)
     assert cost.hourly_max == pytest.approx(maximum)
     text = render_plan(run, cost)
-    assert f"at minimum scale (idle pools at minSize): ${minimum:.3f} per hour" in text
+    assert f"or what always-on Ray pods need): ${minimum:.3f} per hour" in text
     assert f"at maximum scale (every pool at maxSize): ${maximum:.3f} per hour" in text
     assert cost.unpriced == []
 
@@ -67,3 +70,24 @@ def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named() -> Non
         load_price_table(),
     )
     assert unknown.unpriced == ["spot c5.xlarge|x9z.mega (eks-spot-cpu)"]
+
+
+def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones() -> None:
+    raw = read_stack_config("dev")
+    base = estimate_hourly_cost(run_offline(raw).resources, load_price_table())
+    spot_cpu = (0.068 + 0.062 + 0.066) / 3
+    inference = json.loads(raw["spotburst:inference"])
+    inference["workerGroups"][0].update(minReplicas=0, replicas=0)
+    fewer = estimate_hourly_cost(
+        run_offline({**raw, "spotburst:inference": json.dumps(inference)}).resources,
+        load_price_table(),
+    )
+    assert fewer.hourly_min == pytest.approx(base.hourly_min - 3 * spot_cpu)
+    elastic = json.loads(raw["spotburst:elastic"])
+    elastic["workerGroups"][0].update(replicas=5)  # ignored: the Ray autoscaler sizes it
+    same = estimate_hourly_cost(
+        run_offline({**raw, "spotburst:elastic": json.dumps(elastic)}).resources,
+        load_price_table(),
+    )
+    assert same.hourly_min == pytest.approx(base.hourly_min)
+    assert fewer.hourly_max == pytest.approx(base.hourly_max) == same.hourly_max
