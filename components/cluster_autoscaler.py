@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
-from components.iam_documents import cluster_autoscaler_policy, web_identity_trust
+from components.helm_chart import HelmChart, release
+from components.iam_documents import cluster_autoscaler_policy
+from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
 
-CHART_REPOSITORY = "https://kubernetes.github.io/autoscaler"
-CHART_NAME = "cluster-autoscaler"
-NAMESPACE = "kube-system"
+CHART = HelmChart("https://kubernetes.github.io/autoscaler", "cluster-autoscaler", "kube-system")
 SERVICE_ACCOUNT = "cluster-autoscaler"
 SCALE_DOWN_AFTER = "5m"
 """An idle node is removed after this long (the chart's default is 10m)."""
@@ -40,24 +38,24 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     ):
         super().__init__("spotburst:eks:ClusterAutoscaler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        subject = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda values: web_identity_trust(values[0], values[1], subject)
-        )
-        role = aws.iam.Role(f"{name}-irsa", assume_role_policy=trust, tags=args.tags, opts=child)
-        aws.iam.RolePolicy(
-            f"{name}-node-groups",
-            role=role.id,
-            policy=cluster_autoscaler_policy(args.cluster_name),
+        role = ServiceAccountRole(
+            f"{name}-irsa",
+            ServiceAccountRoleArgs(
+                oidc_provider_arn=args.oidc_provider_arn,
+                oidc_issuer=args.oidc_issuer,
+                namespace=CHART.namespace,
+                service_account=SERVICE_ACCOUNT,
+                policy=cluster_autoscaler_policy(args.cluster_name),
+                policy_name="node-groups",
+                tags=args.tags,
+            ),
             opts=child,
         )
-        k8s.helm.v3.Release(
+        release(
             name,
-            name=CHART_NAME,
-            chart=CHART_NAME,
-            version=args.chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
-            namespace=NAMESPACE,
+            CHART,
+            args.chart_version,
+            opts=child,
             values={
                 "cloudProvider": "aws",
                 "awsRegion": args.region,
@@ -67,7 +65,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     "serviceAccount": {
                         "create": True,
                         "name": SERVICE_ACCOUNT,
-                        "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+                        "annotations": {"eks.amazonaws.com/role-arn": role.role_arn},
                     }
                 },
                 "extraArgs": {
@@ -89,8 +87,6 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     "capabilities": {"drop": ["ALL"]},
                 },
             },
-            atomic=True,
-            opts=child,
         )
-        self.role_arn = role.arn
+        self.role_arn = role.role_arn
         self.register_outputs({"role_arn": self.role_arn})

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.helm_chart import HelmChart, release
 from components.placement import GPU_TAINT, SPOT_TAINT
 
-CHART_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
-CHART_NAME = "nvidia-device-plugin"
-NAMESPACE = "kube-system"
+CHART = HelmChart(
+    "https://nvidia.github.io/k8s-device-plugin", "nvidia-device-plugin", "kube-system"
+)
 
 
 @dataclass
@@ -36,15 +36,11 @@ class GpuDevicePlugin(pulumi.ComponentResource):
                 for t in (GPU_TAINT, SPOT_TAINT)
             ),
         ]
-        k8s.helm.v3.Release(
+        release(
             name,
-            name=CHART_NAME,
-            chart=CHART_NAME,
-            version=args.chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
-            namespace=NAMESPACE,
+            CHART,
+            args.chart_version,
             values={"tolerations": tolerations},
-            atomic=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({})

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-CHART_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
-CHART_NAME = "kuberay-operator"
-OPERATOR_NAMESPACE = "kuberay-system"
-OPERATOR_POD_LABELS = {"app.kubernetes.io/name": CHART_NAME}
+from components.helm_chart import HelmChart, release
+
+CHART = HelmChart(
+    "https://ray-project.github.io/kuberay-helm/", "kuberay-operator", "kuberay-system"
+)
+OPERATOR_NAMESPACE = CHART.namespace
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": CHART.name}
 """Labels of the operator's pods (what a network policy admits)."""
 
 
@@ -27,16 +30,12 @@ class KubeRayOperator(pulumi.ComponentResource):
         self, name: str, args: KubeRayOperatorArgs, opts: pulumi.ResourceOptions | None = None
     ):
         super().__init__("spotburst:kuberay:KubeRayOperator", name, None, opts)
-        self.release = k8s.helm.v3.Release(
+        self.release = release(
             name,
-            name=CHART_NAME,
-            chart=CHART_NAME,
-            version=args.chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
-            namespace=OPERATOR_NAMESPACE,
-            create_namespace=True,
+            CHART,
+            args.chart_version,
             values={"nodeSelector": args.node_selector},
-            atomic=True,
             opts=pulumi.ResourceOptions(parent=self),
+            create_namespace=True,
         )
         self.register_outputs({})

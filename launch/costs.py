@@ -115,7 +115,7 @@ def _always_on_pods(resources: list[DeclaredResource]) -> dict[str, list[float]]
 
     def add(template: dict[str, Any], count: int) -> None:
         pod = template["spec"]
-        pool = (pod.get("nodeSelector") or {}).get(NODE_POOL_LABEL)
+        pool = str((pod.get("nodeSelector") or {}).get(NODE_POOL_LABEL))
         cpu = _cpus(pod["containers"][0]["resources"]["requests"]["cpu"])
         pods.setdefault(pool, []).extend([cpu] * count)
 
@@ -151,7 +151,7 @@ def _node_group_line(
     types = list(inputs.get("instanceTypes") or [])
     scaling = inputs["scalingConfig"]
     low, high = int(scaling["minSize"]), int(scaling["maxSize"])
-    pods = always_on.get((inputs.get("labels") or {}).get(NODE_POOL_LABEL), [])
+    pods = always_on.get(str((inputs.get("labels") or {}).get(NODE_POOL_LABEL)), [])
     if pods:
         sizes = [prices[name].get("vcpus") for name in types if name in prices]
         # Unknown shapes: one pod per node.

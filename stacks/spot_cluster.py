@@ -7,16 +7,17 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.bucket_access_role import BucketAccessRole, BucketAccessRoleArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.data_bucket import DataBucket
 from components.eks_cluster import EksCluster, EksClusterArgs, NodePoolArgs
 from components.gpu_device_plugin import GpuDevicePlugin, GpuDevicePluginArgs
+from components.iam_documents import bucket_read_write_policy
 from components.kuberay_operator import KubeRayOperator, KubeRayOperatorArgs
 from components.network import Network, NetworkArgs
 from components.placement import PoolPlacement
 from components.ray_cluster import RayCluster, RayClusterArgs
 from components.raycluster_spec import RayClusterSpecArgs, RayHeadArgs, WorkerGroupArgs
+from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
 from stacks import outputs
 from stacks.config import (
     HEAD_POOL,
@@ -107,14 +108,15 @@ def build_spot_cluster(
         outputs.SPOT_CLUSTER_POOLS: {pool.kind.name: _pool_output(pool) for pool in pools},
     }
     for experiment, ray in config.ray_clusters.items():
-        access = BucketAccessRole(
+        access = ServiceAccountRole(
             f"{experiment}-ray-pods",
-            BucketAccessRoleArgs(
+            ServiceAccountRoleArgs(
                 oidc_provider_arn=cluster.oidc_provider_arn,
                 oidc_issuer=cluster.oidc_issuer,
                 namespace=ray.namespace,
                 service_account=SERVICE_ACCOUNT,
-                bucket_arn=bucket.bucket_arn,
+                policy=bucket.bucket_arn.apply(bucket_read_write_policy),
+                policy_name="bucket",
                 tags=tags,
             ),
         )

@@ -84,7 +84,7 @@ def _autoscaler_statement(run: OfflineRun, change: Callable[[dict[str, Any]], An
         change(document["Statement"])
         inputs["policy"] = json.dumps(document)
 
-    return _edit(run, ROLE_POLICY, edit, "cluster-autoscaler-node-groups")
+    return _edit(run, ROLE_POLICY, edit, "cluster-autoscaler-irsa-node-groups")
 
 
 BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], str]] = {
