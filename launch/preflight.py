@@ -9,7 +9,7 @@ from stacks.config import parse_config
 def deployment_warnings(stack: str) -> list[str]:
     config = parse_config(read_stack_config(stack), stack)
     warnings = []
-    if "doll" in config.experiments and not config.admin_cidrs:
+    if config.ray_clusters and not config.admin_cidrs:
         warnings.append(
             "spotburst:adminCidrs is empty, so the EKS API endpoint is private: `pulumi up` can "
             "only install KubeRay from inside the VPC. To deploy from this machine, allow its "

@@ -21,6 +21,15 @@ CRD_DIR = Path(__file__).with_name("kuberay-crds")
 
 
 @cache
+def _validator(chart_version: str) -> jsonschema.protocols.Validator:
+    """Checked once: `jsonschema.validate` re-checks the (large) schema on every call."""
+    schema = _spec_schema(chart_version)
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema)
+
+
+@cache
 def _spec_schema(chart_version: str) -> dict[str, Any]:
     text = (CRD_DIR / f"ray.io_rayclusters-v{chart_version}.yaml").read_text()
     crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -49,7 +58,7 @@ def _declared_spec(run: OfflineRun, experiment: str = "doll") -> dict[str, Any]:
 @pytest.mark.parametrize("experiment", ["doll", "elastic", "rl", "inference"])
 def test_every_declared_raycluster_is_valid_for_1_7_0(dev_run: OfflineRun, experiment: str) -> None:
     spec = _declared_spec(dev_run, experiment)
-    jsonschema.validate(spec, _spec_schema("1.7.0"))
+    _validator("1.7.0").validate(spec)
     assert spec["authOptions"] == {"mode": "token"}
 
 
@@ -67,7 +76,7 @@ def test_the_1_7_0_schema_rejects_a_broken_spec(dev_run: OfflineRun, break_spec:
     spec = copy.deepcopy(_declared_spec(dev_run, "rl"))
     break_spec(spec)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(spec, _spec_schema("1.7.0"))
+        _validator("1.7.0").validate(spec)
 
 
 @pytest.mark.parametrize(
@@ -89,4 +98,4 @@ def test_the_1_0_0_schema_rejects_a_broken_spec(dev_run: OfflineRun, break_spec:
     spec = copy.deepcopy(_declared_spec(dev_run))
     break_spec(spec)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(spec, _spec_schema("1.0.0"))
+        _validator("1.0.0").validate(spec)
