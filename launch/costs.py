@@ -3,7 +3,8 @@ program declares and a dated price table (`launch/prices.json`).
 
 Minimum scale: every node pool at its `minSize`, or at the nodes the Ray pods that always run
 need if that is more (each RayCluster's head, the `replicas` of a cluster without the Ray
-autoscaler, the `minReplicas` of one with it), packed by CPU onto the pool's smallest type.
+autoscaler, the `minReplicas` of one with it), packed by CPU onto the pool's smallest type
+(vCPUs from the account checks' table, `launch/account/instance_vcpus.json`).
 Maximum scale: every pool at its `maxSize` (what the autoscaler may grow to). Fixed items —
 control planes, NAT gateways, public IPv4 addresses, KMS keys, EC2 instances — are the same
 at both.
@@ -18,6 +19,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from launch.account.scale import load_vcpu_table
 from launch.offline import DeclaredResource
 
 PRICE_TABLE = Path(__file__).with_name("prices.json")
@@ -84,9 +86,10 @@ def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any
         if found := count(matches):
             lines.append(CostLine(item, found, found, price))
     always_on = _always_on_pods(resources)
+    vcpus = load_vcpu_table()
     for resource in resources:
         if resource.type == "eks:index:ManagedNodeGroup":
-            lines.append(_node_group_line(resource, table["instances"], always_on))
+            lines.append(_node_group_line(resource, table["instances"], vcpus, always_on))
         elif resource.type == "aws:ec2/instance:Instance":
             lines.append(_instance_line(resource, table["instances"]))
     return CostEstimate(lines, table["date"], table["region"])
@@ -144,7 +147,10 @@ def _nodes_for(pods: list[float], node_cpus: float) -> int:
 
 
 def _node_group_line(
-    resource: DeclaredResource, prices: dict[str, Any], always_on: dict[str, list[float]]
+    resource: DeclaredResource,
+    prices: dict[str, Any],
+    vcpus: dict[str, int],
+    always_on: dict[str, list[float]],
 ) -> CostLine:
     inputs = resource.inputs
     market = "spot" if inputs.get("capacityType") == "SPOT" else "on_demand"
@@ -153,9 +159,10 @@ def _node_group_line(
     low, high = int(scaling["minSize"]), int(scaling["maxSize"])
     pods = always_on.get(str((inputs.get("labels") or {}).get(NODE_POOL_LABEL)), [])
     if pods:
-        sizes = [prices[name].get("vcpus") for name in types if name in prices]
+        sizes = [vcpus[name] for name in types if name in vcpus]
         # Unknown shapes: one pod per node.
-        room = min(sizes) - NODE_RESERVED_CPU if sizes and all(sizes) else max(pods)
+        known = sizes and len(sizes) == len(types)
+        room = min(sizes) - NODE_RESERVED_CPU if known else max(pods)
         low = min(high, max(low, _nodes_for(pods, room)))
     known = [prices[name][market] for name in types if name in prices]
     # Diversified spot capacity lands on any of the types: price it at their mean.

@@ -58,7 +58,7 @@ from tests.launch.moto_s3 import FAKE_CREDENTIALS, moto_server
 from vocab.tags import STACK_TAG_KEY, stack_tags
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-CLUSTER = "spotburst-dev-doll"
+CLUSTER = "spotburst-dev-spot"
 # Issue 10's GPU pools: on-demand learners g4dn.xlarge 0-1, spot g4dn.2xlarge 0-N.
 GPU_POOLS = (
     NodePoolScale("gpu-learner", ("g4dn.xlarge",), Capacity.ON_DEMAND, 1),
@@ -83,16 +83,19 @@ def test_dev_plan_needs_its_pools_at_maximum_size(
 ) -> None:
     scale = scale_from_plan(dev_plan_resources)
     pools = {pool.name: pool for pool in scale.pools}
-    assert pools["doll-ray-workers"] == NodePoolScale(
-        "doll-ray-workers", ("c5.xlarge", "c5a.xlarge", "c6i.xlarge"), Capacity.SPOT, 16
+    assert pools["eks-spot-cpu"] == NodePoolScale(
+        "eks-spot-cpu", ("c5.xlarge", "c5a.xlarge", "c6i.xlarge"), Capacity.SPOT, 24
     )
-    assert pools["doll-ray-head"].capacity is Capacity.ON_DEMAND
+    assert pools["eks-head"].capacity is Capacity.ON_DEMAND
     assert (scale.vpcs, scale.elastic_ips, scale.nat_gateways_per_az) == (3, 2, 2)
     assert scale.unsized == ()
-    # head 1 x m5.xlarge (4) + three r5.4xlarge burst nodes (16 each); 16 spot workers x 4.
+    # head 2 x m5.2xlarge (8) + three r5.4xlarge burst nodes (16 each); 24 spot CPU nodes x 4;
+    # GPU pools: 1 on-demand g4dn.xlarge (4), 4 spot g4dn.2xlarge (8).
     assert _needs(scale) == {
-        ON_DEMAND_STANDARD: 4 + 3 * 16,
-        SPOT_STANDARD: 16 * 4,
+        ON_DEMAND_STANDARD: 2 * 8 + 3 * 16,
+        SPOT_STANDARD: 24 * 4,
+        ON_DEMAND_GVT: 1 * 4,
+        SPOT_GVT: 4 * 8,
         VPCS: 3,
         ELASTIC_IPS: 2,
         NAT_GATEWAYS: 2,
@@ -434,11 +437,9 @@ def test_low_quota_account_names_each_short_quota_and_the_amount_needed(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The dev stack plus issue 10's GPU pools, against moto (STS, regions, instance types) with
-    a new account's low quotas."""
-    planned = scale_from_plan(dev_plan_resources)
-    scale = StackScale(planned.pools + GPU_POOLS, planned.vpcs, planned.elastic_ips,
-                       planned.nat_gateways_per_az)
+    """The dev stack (issue 10's GPU pools included), against moto (STS, regions, instance
+    types) with a new account's low quotas."""
+    scale = scale_from_plan(dev_plan_resources)
     _executable(tmp_path, "pulumi", "echo alice")
     _executable(tmp_path, "kubectl", "exit 0")
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
@@ -457,8 +458,8 @@ def test_low_quota_account_names_each_short_quota_and_the_amount_needed(
         "Elastic IPs (L-0263D0A3)",
     }
     expected = {
-        "L-1216C47A": ("quota 5 (applied)", 52),
-        "L-34B43A08": ("quota 5 (AWS default)", 64),
+        "L-1216C47A": ("quota 5 (applied)", 64),
+        "L-34B43A08": ("quota 5 (AWS default)", 96),
         "L-DB2E81BA": ("quota 0 (applied)", 4),
         "L-3819A6DF": ("quota 0 (applied)", 32),
         "L-0263D0A3": ("quota 1 (applied)", 2),
