@@ -37,12 +37,12 @@ def build_burst(
         ),
     )
     return {
-        "burstInstanceIds": sites.instance_ids,
-        "burstPrivateIps": sites.private_ips,
-        "burstHeadAddress": sites.head_ip.apply(lambda ip: f"{ip}:{GCS_PORT}"),
-        "burstSiteCidrs": {SITE_ONPREM: burst.onprem_cidr, SITE_CLOUD: burst.cloud_cidr},
+        outputs.BURST_INSTANCE_IDS: sites.instance_ids,
+        outputs.BURST_PRIVATE_IPS: sites.private_ips,
+        outputs.BURST_HEAD_ADDRESS: sites.head_ip.apply(lambda ip: f"{ip}:{GCS_PORT}"),
+        outputs.BURST_SITE_CIDRS: {SITE_ONPREM: burst.onprem_cidr, SITE_CLOUD: burst.cloud_cidr},
         outputs.BURST_TOKEN_PARAMETER: sites.token_parameter_name,
-        "burstEfs": {
+        outputs.BURST_EFS: {
             site: {"fileSystemId": sites.file_system_ids[site], "mountIp": sites.mount_ips[site]}
             for site in (SITE_ONPREM, SITE_CLOUD)
         },

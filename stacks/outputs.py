@@ -13,6 +13,11 @@ SPOT_CLUSTER_NAME = "spotClusterName"
 SPOT_CLUSTER_POOLS = "spotClusterNodePools"
 """Node pool name -> {capacity, instanceTypes, minSize, maxSize}."""
 
+BURST_INSTANCE_IDS = "burstInstanceIds"
+BURST_PRIVATE_IPS = "burstPrivateIps"
+BURST_HEAD_ADDRESS = "burstHeadAddress"
+BURST_SITE_CIDRS = "burstSiteCidrs"
+BURST_EFS = "burstEfs"
 BURST_TOKEN_PARAMETER = "burstTokenParameter"
 """SSM SecureString parameter holding the burst cluster's Ray token."""
 
