@@ -5,18 +5,65 @@ Each task parses its flags, calls one function of `launch/` and prints the resul
 
 from __future__ import annotations
 
+import inspect
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from invoke import Context, Exit, task
+from invoke import Context, Exit, Task, task
 
 from launch import pulumi_cli
-
-if TYPE_CHECKING:
-    from launch.burst import BurstOptions
+from launch.options import (
+    BURST_LAB_SPEC,
+    BURST_RUN_SPEC,
+    BURST_SWEEP_SPEC,
+    BW_HELP,
+    TARGET_SPEC,
+    BurstLabOptions,
+    BurstRunTarget,
+    BurstSweepTarget,
+    TargetOptions,
+)
+from workloads.burst.options import BURST_SPEC, BurstOptions
+from workloads.common.options import OptionError, OptionSpec
+from workloads.doll.options import DOLL_SPEC, DollOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
+
+
+def options_task(*specs: OptionSpec[Any]) -> Callable[[Callable[..., None]], Task]:
+    """A task whose flags and help are the user options of `specs`; its body gets the
+    context, then one checked options object per spec. A bad value ends the task with one
+    line naming the flag, exit code 2, before anything starts."""
+    flags = [flag for spec in specs for flag in spec.task_flags()]
+    if len({dest for dest, _, _ in flags}) != len(flags):
+        raise TypeError(f"the specs {[s.cls.__name__ for s in specs]} share a flag")
+
+    def decorate(body: Callable[..., None]) -> Task:
+        def run(c: Context, **given: Any) -> None:
+            try:
+                values = [
+                    spec.from_text({dest: given.get(dest) for dest, _, _ in spec.task_flags()})
+                    for spec in specs
+                ]
+            except OptionError as error:
+                raise Exit(f"error: {error}", code=2) from None
+            body(c, *values)
+
+        parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        parameters += [
+            inspect.Parameter(dest, keyword, default=False if switch else None)
+            for dest, switch, _ in flags
+        ]
+        run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        run.__name__ = run.__qualname__ = body.__name__
+        run.__doc__ = body.__doc__
+        run.__module__ = body.__module__
+        # long flags only: a run task has more flags than letters for invoke's short ones
+        return task(help={dest: text for dest, _, text in flags}, auto_shortflags=False)(run)
+
+    return decorate
 
 
 # --- infrastructure (Pulumi) -------------------------------------------------------------
@@ -81,46 +128,16 @@ def test(c: Context, quick: bool = False) -> None:
 
 # --- DOLL ---------------------------------------------------------------------------------
 
-TARGET_HELP = {
-    "address": "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
-    "stack": "Run on this Pulumi stack's DOLL RayCluster (port-forward; results via its bucket)",
-    "out": "Local results folder (default results/doll/<timestamp>)",
-}
 
-
-@task(help={
-    "policy": "Comma-separated policies: on-demand,static,adaptive (default: all three)",
-    "deadline": "Deadline θ/θ₀ (default 1.05)",
-    "alpha": "Spot availability α of the preemption chain (default 0.9)",
-    "workers": "Number of stream workers N (default 16)",
-    "rates": "homogeneous (default) or heterogeneous arrival rates",
-    "trace": "AWS describe-spot-price-history JSON (default: the shipped 2021 c5.xlarge trace)",
-    "zone": "Availability zone in the trace (default ca-central-1b)",
-    "product": "ProductDescription in the trace (default 'SUSE Linux')",
-    "on_demand_price": "On-demand price in $/h (default 0.286)",
-    "preemption": "markov (default: the worker stops receiving data) or kill (actor killed)",
-    "seed": "Seed of preemptions, data streams and initial weights (default 0)",
-    **TARGET_HELP,
-})
-def run_doll(c: Context, policy: str | None = None, deadline: str | None = None,
-             alpha: str | None = None, workers: str | None = None, rates: str | None = None,
-             trace: str | None = None, zone: str | None = None, product: str | None = None,
-             on_demand_price: str | None = None, preemption: str | None = None,
-             seed: str | None = None, out: str | None = None, address: str | None = None,
-             stack: str | None = None) -> None:
+@options_task(DOLL_SPEC, TARGET_SPEC)
+def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
     """Run the DOLL experiment (local Ray by default, --address or --stack); draws figures."""
-    from pathlib import Path
-
-    from launch.doll import DollOptions
     from launch.doll import run_doll as run
     from launch.ray_jobs import JobFailed
     from launch.tunnel import TunnelFailed
 
-    options = DollOptions(policy, deadline, alpha, workers, rates,
-                          Path(trace) if trace else None, zone, product, on_demand_price,
-                          preemption, seed)
     try:
-        folder = run(options, address, stack, Path(out) if out else None)
+        folder = run(options, target)
     except (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiCliMissing) as error:
         raise Exit(f"error: {error}", code=2) from None
     print(f"results and figures in {folder}")
@@ -152,8 +169,6 @@ def fetch_prices(c: Context, instance_type: str = "c5.xlarge", region: str = "us
 # --- network emulation and the local two-site lab -----------------------------------------
 
 PROFILE_HELP = "Profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
-BW_HELP = ("Cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
-           "(31/55/83/106/160/210), any other positive number shapes to exactly that")
 KIND_HELP = ("auto (netns when root, else process), netns (namespaces + tc) or process "
              "(one namespace, user-space throttling)")
 
@@ -251,39 +266,6 @@ def netem(c: Context, stack: str = "dev", bw: str | None = None, profile: str | 
 
 # --- burst ----------------------------------------------------------------------------------
 
-BURST_SIZES_HELP = "(default: the workload's, sized for a few minutes at 30 Mbit/s)"
-BURST_HELP = {
-    "workload": "image (per-image transform) or param-server (per-directory gradients)",
-    "data": "nfs (inputs on the on-prem file system) or s3 (inputs in a bucket)",
-    "scheduler": "default (plain Ray placement), data-aware (streaming) or both",
-    "out": "Results folder (default results/burst/<timestamp>)",
-    "stack": "Run on this Pulumi stack's burst nodes instead of the local lab",
-    "images": f"image workload: number of images {BURST_SIZES_HELP}",
-    "image_side": f"image workload: side of each generated image in pixels {BURST_SIZES_HELP}",
-    "directories": f"param-server workload: directories, one task each {BURST_SIZES_HELP}",
-    "images_per_directory": f"param-server workload: images per directory {BURST_SIZES_HELP}",
-    "task_cpus": "CPUs each task reserves (default: a whole worker node)",
-    "seed": "Seed of the generated inputs (default 0)",
-    "kind": KIND_HELP,
-    "cloud_nodes": "Local lab: number of cloud Ray nodes (1-8)",
-    "hpc_cpus": "Local lab: CPUs of the HPC worker node",
-    "cloud_cpus": "Local lab: CPUs of each cloud node",
-}
-
-
-def _burst_options(workload: str, data: str, scheduler: str, images: int | None,
-                   image_side: int | None, directories: int | None,
-                   images_per_directory: int | None, task_cpus: int | None, seed: int | None,
-                   kind: str, cloud_nodes: int, hpc_cpus: int, cloud_cpus: int) -> BurstOptions:
-    from launch.burst import BurstOptions
-
-    def number(value: int | None) -> int | None:  # invoke hands optional ints over as text
-        return None if value is None else int(value)
-
-    return BurstOptions(workload, data, scheduler, number(images), number(image_side),
-                        number(directories), number(images_per_directory), number(task_cpus),
-                        number(seed), kind, cloud_nodes, hpc_cpus, cloud_cpus)
-
 
 def _burst_errors() -> tuple[type[Exception], ...]:
     from launch.targets import TargetError
@@ -291,54 +273,31 @@ def _burst_errors() -> tuple[type[Exception], ...]:
     return (*_netem_errors(), TargetError, RuntimeError)
 
 
-@task(help={"bw": BW_HELP, **BURST_HELP})
-def run_burst(c: Context, bw: str = "30", workload: str = "image", data: str = "nfs",
-              scheduler: str = "both", out: str | None = None, stack: str | None = None,
-              images: int | None = None, image_side: int | None = None,
-              directories: int | None = None, images_per_directory: int | None = None,
-              task_cpus: int | None = None, seed: int | None = None, kind: str = "auto",
-              cloud_nodes: int = 1, hpc_cpus: int = 2, cloud_cpus: int = 2) -> None:
+@options_task(BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC)
+def run_burst(c: Context, options: BurstOptions, target: BurstRunTarget,
+              lab: BurstLabOptions) -> None:
     """Burst workload at --bw Mbit/s: local two-site lab (default) or --stack; a table per
     scheduler, results and figures in --out."""
-    from pathlib import Path
-
     from launch.burst import run_burst as run
 
     try:
-        options = _burst_options(workload, data, scheduler, images, image_side, directories,
-                                 images_per_directory, task_cpus, seed, kind, cloud_nodes,
-                                 hpc_cpus, cloud_cpus)
-        folder = run(options, bw, Path(out) if out else None, stack)
+        folder = run(options, target.bw, target.out, target.stack, lab=lab)
     except _burst_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
     print(f"results and figures: {folder}")
 
 
-@task(help={"bw": "Comma-separated bandwidths in Mbit/s, e.g. 30,50,100,150,200",
-            **BURST_HELP, "out": "Sweep folder (default results/burst-sweep/<timestamp>)"})
-def sweep_burst(c: Context, bw: str = "30,50,100,150,200", workload: str = "image",
-                data: str = "nfs", scheduler: str = "both", out: str | None = None,
-                stack: str | None = None, images: int | None = None,
-                image_side: int | None = None, directories: int | None = None,
-                images_per_directory: int | None = None, task_cpus: int | None = None,
-                seed: int | None = None, kind: str = "auto", cloud_nodes: int = 1,
-                hpc_cpus: int = 2, cloud_cpus: int = 2) -> None:
+@options_task(BURST_SPEC, BURST_SWEEP_SPEC, BURST_LAB_SPEC)
+def sweep_burst(c: Context, options: BurstOptions, target: BurstSweepTarget,
+                lab: BurstLabOptions) -> None:
     """run-burst at each bandwidth, then a makespan-vs-bandwidth figure."""
-    from pathlib import Path
-
     from launch.burst import sweep_burst as sweep
 
-    bandwidths = [part.strip() for part in bw.split(",") if part.strip()]
     try:
-        options = _burst_options(workload, data, scheduler, images, image_side, directories,
-                                 images_per_directory, task_cpus, seed, kind, cloud_nodes,
-                                 hpc_cpus, cloud_cpus)
-        folder = sweep(options, bandwidths, Path(out) if out else None,
-                       stack)
+        folder = sweep(options, target.bw, target.out, target.stack, lab=lab)
     except _burst_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
     print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
-
 
 
 # --- AWS account: preflight and leftovers (launch/account) ------------------------------------

@@ -16,7 +16,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from launch.burst import BurstOptions, run_burst  # noqa: E402
+from launch.burst import run_burst  # noqa: E402
+from workloads.burst.options import BurstOptions  # noqa: E402
 
 WORKLOADS = ("image", "param-server")
 
@@ -51,7 +52,7 @@ def main() -> int:
             print(f"=== {workload} at {bw} Mbit/s ===", flush=True)
             folder = run_burst(
                 BurstOptions(workload=workload),
-                bw,
+                float(bw),
                 out / f"{workload}-{bw}",
                 show=lambda line: None,
             )

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from workloads.common.ray_session import ray_session
-from workloads.doll.config import DollConfig
 from workloads.doll.experiment import run_policies, start_servers, with_cost_ratios
+from workloads.doll.options import DollOptions
 from workloads.doll.price_server import PriceServer
 from workloads.doll.trace import load_trace
 
@@ -30,7 +30,7 @@ TRACES = (("SUSE Linux", 0.286), ("Linux/UNIX", 0.186))
 
 
 def measure(seeds: list[int], preemption: str) -> list[dict[str, Any]]:
-    base = DollConfig(preemption=preemption)
+    base = DollOptions(preemption=preemption)
     rows: list[dict[str, Any]] = []
     shared = start_servers(base, load_trace(base.trace, base.zone, TRACES[0][0]))
     try:

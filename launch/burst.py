@@ -8,22 +8,23 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from launch import pulumi_cli
 from launch.netem_aws import StackOutputsError, format_statuses, netem_on_stack
+from launch.options import BurstLabOptions
 from launch.ssm_tunnel import ssm_port_forward
 from launch.targets import Remote, run_remote
-from launch.workload import WorkloadRun
+from launch.workload import WorkloadRun, workload_run
 from netem.lab import LabDescription, two_site_lab
 from netem.profile import Profile, load_profile
 from vocab.burst import ROLE_LOGIN, SITE_ONPREM
 from vocab.ports import DASHBOARD_PORT
-from workloads.burst.config import from_args
 from workloads.burst.figures import draw, draw_sweep
+from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.results import default_location, read_json
 from workloads.common.storage import LocalStorage
 
@@ -34,43 +35,15 @@ Show = Callable[[str], None]
 Watch = Callable[[str, LabDescription], None]
 
 
-@dataclass(frozen=True)
-class BurstOptions:
-    workload: str = "image"
-    data: str = "nfs"
-    scheduler: str = "both"
-    images: int | None = None
-    image_side: int | None = None
-    directories: int | None = None
-    images_per_directory: int | None = None
-    task_cpus: int | None = None
-    seed: int | None = None
-    kind: str = "auto"
-    cloud_nodes: int = 1
-    hpc_cpus: int = 2
-    cloud_cpus: int = 2
-
-    def workload_args(self, profile: Profile) -> list[str]:
-        """The workload's flags; sizes only when given (the workload owns the defaults)."""
-        flags: dict[str, Any] = {
-            "--workload": self.workload,
-            "--data": self.data,
-            "--scheduler": self.scheduler,
-            "--images": self.images,
-            "--image-side": self.image_side,
-            "--directories": self.directories,
-            "--images-per-directory": self.images_per_directory,
-            "--task-cpus": self.task_cpus,
-            "--seed": self.seed,
-            "--bandwidth-mbit": profile.cross_site(SITE_ONPREM).bandwidth_mbit,
-            "--profile": profile.name,
-        }
-        return [
-            part
-            for flag, value in flags.items()
-            if value is not None
-            for part in (flag, str(value))
-        ]
+def full_options(options: BurstOptions, profile: Profile, **launcher: Any) -> BurstOptions:
+    """The user's options with what the launcher sets: the profile, and per target the lab,
+    the folders, the bucket (checked again)."""
+    return replace(
+        options,
+        bandwidth_mbit=profile.cross_site(SITE_ONPREM).bandwidth_mbit,
+        profile=profile.name,
+        **launcher,
+    )
 
 
 def profile_file(profile: Profile) -> Path | None:
@@ -83,23 +56,23 @@ def profile_file(profile: Profile) -> Path | None:
 
 def run_burst(
     options: BurstOptions,
-    bw: str,
+    bw: float,
     out: Path | None = None,
     stack: str | None = None,
     show: Show = print,
     watch: Watch | None = None,
+    lab: BurstLabOptions | None = None,
 ) -> Path:
-    """Run the burst workload (lab, or `stack`), draw its figures; returns the folder."""
+    """Run the burst workload (lab, or `stack`), draw its figures; returns the folder.
+    The options checked themselves when they were made."""
     profile = load_profile(bw=bw)
-    bucket = ["--bucket", LAB_BUCKET] if options.data == "s3" else []
-    from_args(options.workload_args(profile) + bucket)  # bad flags fail before any lab
     local_out = (out or PROJECT_DIR / default_location("burst")).resolve()
     if local_out.exists() and any(local_out.iterdir()):
         raise ValueError(f"--out {local_out} already holds files")
     if stack:
         run_on_stack(options, profile, local_out, stack, show)
     else:
-        run_in_lab(options, profile, local_out, show, watch)
+        run_in_lab(options, lab or BurstLabOptions(), profile, local_out, show, watch)
     draw(local_out)  # the driver has printed the table per scheduler already
     return local_out
 
@@ -109,18 +82,7 @@ def lab_driver_argv(
 ) -> list[str]:
     """The driver's command line at the lab's on-prem site (the login node's place)."""
     env = [f"RAY_ADDRESS={lab.ray_address}"]
-    args = options.workload_args(profile) + [
-        "--lab",
-        lab.kind,
-        "--target",
-        f"lab:{lab.kind}",
-        "--out",
-        str(local_out),
-        "--data-dir",
-        str(Path(lab.storage[SITE_ONPREM]) / "burst-inputs"),
-        "--stage-dir",
-        str(Path(lab.temp_dir) / "stage"),
-    ]
+    s3: dict[str, Any] = {}
     if options.data == "s3":
         credentials = lab.s3_credentials
         env += [
@@ -128,24 +90,37 @@ def lab_driver_argv(
             f"AWS_SECRET_ACCESS_KEY={credentials['aws_secret_access_key']}",
             f"AWS_DEFAULT_REGION={credentials['region_name']}",
         ]
-        args += ["--bucket", LAB_BUCKET, "--s3-endpoint", lab.s3_endpoint_url]
-    path = profile_file(profile)
-    if path is not None:
-        args += ["--profile-file", str(path)]
-    return ["env", *env, sys.executable, "-m", "workloads.burst", *args]
+        s3 = {"bucket": LAB_BUCKET, "s3_endpoint": lab.s3_endpoint_url}
+    full = full_options(
+        options,
+        profile,
+        lab=lab.kind,
+        target=f"lab:{lab.kind}",
+        out=str(local_out),
+        data_dir=str(Path(lab.storage[SITE_ONPREM]) / "burst-inputs"),
+        stage_dir=str(Path(lab.temp_dir) / "stage"),
+        profile_file=profile_file(profile),
+        **s3,
+    )
+    return ["env", *env, sys.executable, "-m", "workloads.burst", *BURST_SPEC.argv(full)]
 
 
 def run_in_lab(
-    options: BurstOptions, profile: Profile, local_out: Path, show: Show, watch: Watch | None = None
+    options: BurstOptions,
+    lab_options: BurstLabOptions,
+    profile: Profile,
+    local_out: Path,
+    show: Show,
+    watch: Watch | None = None,
 ) -> None:
     """Bring the lab up for the profile, run the driver on-prem, tear the lab down (also on
     Ctrl-C or failure)."""
     with two_site_lab(
         profile,
-        kind=options.kind,
-        cloud_nodes=options.cloud_nodes,
-        hpc_cpus=options.hpc_cpus,
-        cloud_cpus=options.cloud_cpus,
+        kind=lab_options.kind,
+        cloud_nodes=lab_options.cloud_nodes,
+        hpc_cpus=lab_options.hpc_cpus,
+        cloud_cpus=lab_options.cloud_cpus,
     ) as lab:
         run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch)
 
@@ -199,19 +174,16 @@ def burst_outputs(outputs: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def stack_run(options: BurstOptions, profile: Profile, bucket: str) -> WorkloadRun:
-    args = options.workload_args(profile) + [
-        "--lab",
-        "aws",
-        "--data-dir",
-        f"{AWS_SHARE}/inputs",
-        "--stage-dir",
-        f"{AWS_SHARE}/staged",
-    ]
-    if options.data == "s3":
-        args += ["--bucket", bucket]
-    path = profile_file(profile)
-    inputs = {"--profile-file": path} if path is not None else {}
-    return WorkloadRun("burst", "workloads.burst", tuple(args), inputs)
+    full = full_options(
+        options,
+        profile,
+        lab="aws",
+        data_dir=f"{AWS_SHARE}/inputs",
+        stage_dir=f"{AWS_SHARE}/staged",
+        profile_file=profile_file(profile),
+        bucket=bucket if options.data == "s3" else None,
+    )
+    return workload_run("burst", "workloads.burst", BURST_SPEC, full)
 
 
 def run_on_stack(
@@ -247,10 +219,11 @@ def run_on_stack(
 
 def sweep_burst(
     options: BurstOptions,
-    bandwidths: list[str],
+    bandwidths: tuple[float, ...],
     out: Path | None = None,
     stack: str | None = None,
     show: Show = print,
+    lab: BurstLabOptions | None = None,
 ) -> Path:
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
     if not bandwidths:
@@ -262,8 +235,8 @@ def sweep_burst(
     for bw in bandwidths:
         load_profile(bw=bw)  # every value is checked before the first lab comes up
     for bw in bandwidths:
-        show(f"=== sweep: {bw} Mbit/s ===")
-        run_folder = run_burst(options, bw, folder / f"bw-{bw}", stack, show)
+        show(f"=== sweep: {bw:g} Mbit/s ===")
+        run_folder = run_burst(options, bw, folder / f"bw-{bw:g}", stack, show, lab=lab)
         runs.append(read_json(LocalStorage(run_folder), "summary.json"))
     (folder / "sweep.json").write_text(json.dumps(runs, indent=2) + "\n")
     draw_sweep(folder, runs)

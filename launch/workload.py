@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from workloads.common.options import OptionSpec
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkloadRun:
     name: str  # results land in results/<name>/<timestamp>
     module: str  # run as `python -m <module>`
@@ -21,3 +24,14 @@ class WorkloadRun:
         for flag in sorted(self.inputs):
             command += [flag, input_paths[flag]]
         return [*command, "--out", out, "--target", target]
+
+
+def workload_run(name: str, module: str, spec: OptionSpec[Any], options: Any) -> WorkloadRun:
+    """The run of `options`, its command line made by the workload's spec; files named by
+    path options travel with the code as inputs."""
+    return WorkloadRun(
+        name=name,
+        module=module,
+        args=tuple(spec.argv(options, paths=False)),
+        inputs=spec.paths_of(options),
+    )

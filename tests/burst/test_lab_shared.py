@@ -7,13 +7,14 @@ import os
 import signal
 from pathlib import Path
 
-from launch.burst import BurstOptions, Watch, lab_driver_argv, run_driver
+from launch.burst import Watch, lab_driver_argv, run_driver
 from netem.lab import LabDescription
 from netem.lab.addressing import namespace_name
 from netem.lab.netns import namespace_pids
 from netem.profile import load_profile
 from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
 from vocab.burst import SITE_CLOUD
+from workloads.burst.options import BurstOptions
 
 
 def run(
@@ -30,7 +31,7 @@ def test_param_server_reads_its_inputs_from_s3_on_every_node(
     shared_lab: LabDescription, tmp_path: Path
 ) -> None:
     options = BurstOptions(
-        workload="param-server", data="s3", scheduler="both", directories=6, images_per_directory=2
+        workload="param-server", data="s3", directories=6, images_per_directory=2
     )
     lines = run(shared_lab, options, tmp_path)
     assert any("generating 6 param-server tasks at s3://spotburst-burst/" in line for line in lines)
@@ -49,7 +50,7 @@ def test_param_server_reads_its_inputs_from_s3_on_every_node(
         BurstOptions(
             workload="param-server",
             data="s3",
-            scheduler="data-aware",
+            schedulers=("data-aware",),
             directories=6,
             images_per_directory=2,
         ),
@@ -74,7 +75,7 @@ def test_killing_the_cloud_node_mid_run_still_yields_every_output(
                 killed.append(pid)
 
     options = BurstOptions(
-        workload="image", data="nfs", scheduler="data-aware", images=16, image_side=900
+        workload="image", data="nfs", schedulers=("data-aware",), images=16, image_side=900
     )
     lines = run(shared_lab, options, tmp_path, kill_cloud_after_its_first_task)
     assert killed, "the cloud node never finished a task, so it was never killed"

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from workloads.burst import compute
-from workloads.burst.config import BurstConfig, from_args
+from workloads.burst.__main__ import main
 from workloads.burst.inputs import MANIFEST, ensure_inputs, generated_image
+from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.storage import LocalStorage
 
 
 def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
-    config = BurstConfig(
+    config = BurstOptions(
         workload="param-server", directories=3, images_per_directory=2, ps_image_side=96
     )
     first = ensure_inputs(config, LocalStorage(tmp_path / "a"), say=lambda line: None)
@@ -28,7 +29,7 @@ def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
     said: list[str] = []
     assert ensure_inputs(config, LocalStorage(tmp_path / "a"), say=said.append) == first
     assert said and said[0].startswith("inputs: reusing 3 tasks")
-    other = BurstConfig(
+    other = BurstOptions(
         workload="param-server", directories=3, images_per_directory=2, ps_image_side=96, seed=1
     )
     assert ensure_inputs(other, LocalStorage(tmp_path / "a"), say=lambda line: None) != first
@@ -68,19 +69,61 @@ def test_the_gradient_matches_finite_differences() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--workload", "video"], "--workload 'video' is not one of image, param-server"),
-        (["--data", "tape"], "--data 'tape' is not one of nfs, s3"),
-        (["--scheduler", "fifo"], "--scheduler 'fifo' is not one of default, data-aware, both"),
-        (["--images", "0"], "--images must be positive"),
-        (["--data", "s3"], "--data s3 needs --bucket"),
-        (["--task-cpus", "-1"], "--task-cpus must be positive"),
+        (["--workload", "video"], "--workload: expected one of image, param-server, got 'video'"),
+        (["--data", "tape"], "--data: expected one of nfs, s3, got 'tape'"),
+        (
+            ["--scheduler", "fifo"],
+            "--scheduler: expected a comma-separated list of default, data-aware (or both), "
+            "got 'fifo'",
+        ),
+        (["--images", "0"], "--images: expected an integer ≥ 1, got '0'"),
+        (["--image-side", "63"], "--image-side: expected an integer ≥ 64, got '63'"),
+        (["--data", "s3"], "--bucket: needed with --data s3, got none"),
+        (["--task-cpus", "-1"], "--task-cpus: expected an integer ≥ 1, got '-1'"),
+        (["--bandwidth-mbit", "0"], "--bandwidth-mbit: expected a number > 0, got '0'"),
     ],
 )
 def test_bad_flags_are_named(argv: list[str], message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        from_args(argv)
+    with pytest.raises(ValueError) as error:
+        BURST_SPEC.parse(argv)
+    assert str(error.value) == message
+
+
+def test_a_bad_flag_is_one_line_and_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--images", "x"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "error: --images: expected an integer ≥ 1, got 'x'\n"
+    assert captured.out == ""
 
 
 def test_both_runs_the_default_scheduler_first() -> None:
-    assert from_args([]).schedulers == ("default", "data-aware")
-    assert from_args(["--scheduler", "data-aware"]).schedulers == ("data-aware",)
+    assert BURST_SPEC.parse([]).schedulers == ("default", "data-aware")
+    assert BURST_SPEC.parse(["--scheduler", "both"]).schedulers == ("default", "data-aware")
+    assert BURST_SPEC.parse(["--scheduler", "data-aware"]).schedulers == ("data-aware",)
+
+
+def test_the_launcher_command_line_gives_back_the_options() -> None:
+    options = BurstOptions(
+        workload="param-server",
+        schedulers=("data-aware",),
+        task_cpus=1,
+        bandwidth_mbit=31.0,
+        profile_file=Path("/tmp/30m.json"),
+        lab="aws",
+    )
+    argv = BURST_SPEC.argv(options)
+    assert argv == [
+        "--workload",
+        "param-server",
+        "--scheduler",
+        "data-aware",
+        "--task-cpus",
+        "1",
+        "--lab",
+        "aws",
+        "--bandwidth-mbit",
+        "31",
+        "--profile-file",
+        "/tmp/30m.json",
+    ]
+    assert BURST_SPEC.parse(argv) == options

@@ -26,7 +26,7 @@ TINY = (
     "16",
     "--rate",
     "128",
-    "--k",
+    "-k",
     "2",
     "--eval-every",
     "5",
@@ -63,10 +63,10 @@ def test_job_runs_the_uploaded_code_and_results_come_back_in_its_log(
 ) -> None:
     trace = one_price_trace(tmp_path)
     run = WorkloadRun(
-        "doll",
-        "workloads.doll",
-        (*TINY, "--zone", "lab-1a", "--product", "Linux/UNIX"),
-        {"--trace": trace},
+        name="doll",
+        module="workloads.doll",
+        args=(*TINY, "--zone", "lab-1a", "--product", "Linux/UNIX"),
+        inputs={"--trace": trace},
     )
     shown: list[str] = []
     out = run_workload(run, address=address, out=tmp_path / "results", show=shown.append)
@@ -94,7 +94,12 @@ def test_results_come_back_through_a_bucket(
         region="us-east-1",
         s3_endpoint=endpoint,
     )
-    run_remote(WorkloadRun("doll", "workloads.doll", TINY), remote, tmp_path / "out", print)
+    run_remote(
+        WorkloadRun(name="doll", module="workloads.doll", args=TINY),
+        remote,
+        tmp_path / "out",
+        print,
+    )
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["target"] == "stack:test"
     keys = [
@@ -107,7 +112,7 @@ def test_results_come_back_through_a_bucket(
 
 
 def test_a_failing_job_reports_its_error(address: str, tmp_path: Path) -> None:
-    run = WorkloadRun("doll", "workloads.doll", ("--zone", "nowhere-1z"))
+    run = WorkloadRun(name="doll", module="workloads.doll", args=("--zone", "nowhere-1z"))
     with pytest.raises(RuntimeError, match="nowhere-1z"):
         run_workload(run, address=address, out=tmp_path / "results", show=lambda line: None)
     assert not (tmp_path / "results").exists()

@@ -81,7 +81,7 @@ def faked(monkeypatch: pytest.MonkeyPatch) -> list[Remote]:
 def test_stack_runs_through_a_port_forward_and_the_stack_bucket(
     faked: list[Remote], tmp_path: Path
 ) -> None:
-    run_workload(WorkloadRun("doll", "workloads.doll"), stack="dev", out=tmp_path / "r")
+    run_workload(WorkloadRun(name="doll", module="workloads.doll"), stack="dev", out=tmp_path / "r")
     kubectl = FakeKubectl.launched[-1]
     port = int(kubectl.command[-3].split(":")[0])
     assert kubectl.command[3:] == [
@@ -112,7 +112,9 @@ def test_missing_outputs_are_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         lambda stack, show_secrets=False: {"region": "us-east-1"},
     )
     with pytest.raises(TargetError) as error:
-        run_workload(WorkloadRun("doll", "workloads.doll"), stack="dev", out=tmp_path / "r")
+        run_workload(
+            WorkloadRun(name="doll", module="workloads.doll"), stack="dev", out=tmp_path / "r"
+        )
     assert "dollKubeconfig, dollNamespace, dollHeadService, bucketName" in str(error.value)
     assert "found: region" in str(error.value)
 
@@ -122,7 +124,9 @@ def test_a_failed_forward_reports_kubectl_and_cleans_up(
 ) -> None:
     monkeypatch.setattr(tunnel_module.subprocess, "Popen", BrokenKubectl)
     with pytest.raises(TunnelFailed, match='services "doll-head-svc" not found'):
-        run_workload(WorkloadRun("doll", "workloads.doll"), stack="dev", out=tmp_path / "r")
+        run_workload(
+            WorkloadRun(name="doll", module="workloads.doll"), stack="dev", out=tmp_path / "r"
+        )
     kubectl = FakeKubectl.launched[-1]
     assert kubectl.terminated and not kubectl.config_path.exists()
     assert faked == []
@@ -131,7 +135,7 @@ def test_a_failed_forward_reports_kubectl_and_cleans_up(
 def test_address_and_stack_together_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="not both"):
         run_workload(
-            WorkloadRun("doll", "workloads.doll"),
+            WorkloadRun(name="doll", module="workloads.doll"),
             address="http://h:8265",
             stack="dev",
             out=tmp_path / "r",

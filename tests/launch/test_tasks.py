@@ -47,3 +47,63 @@ def test_pulumi_tasks_without_the_cli_print_one_line_and_fail(tmp_path: Path) ->
         assert done.returncode != 0
         assert done.stderr.strip().count("\n") == 0, done.stderr
         assert "Pulumi CLI is not installed" in done.stderr
+
+
+def test_run_tasks_take_their_flags_from_the_option_specs() -> None:
+    from launch.options import BURST_LAB_SPEC, BURST_RUN_SPEC, TARGET_SPEC
+    from workloads.burst.options import BURST_SPEC
+    from workloads.doll.options import DOLL_SPEC
+
+    found = _tasks()
+    for name, specs in (
+        ("run_doll", (DOLL_SPEC, TARGET_SPEC)),
+        ("run_burst", (BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC)),
+    ):
+        flags = [p for p in inspect.signature(found[name].body).parameters if p != "c"]
+        assert flags == [o.dest for spec in specs for o in spec.user_options]
+    doll_flags = inspect.signature(found["run_doll"].body).parameters
+    assert {"workers", "batches", "k", "trace", "address", "stack", "out"} <= set(doll_flags)
+    assert not {"target", "results_to_log", "s3_endpoint"} & set(doll_flags)  # the launcher's
+
+
+def test_bad_run_flags_print_one_line_naming_the_flag_and_exit_2(tmp_path: Path) -> None:
+    for command, line in (
+        (["run-doll", "--workers", "abc"], "error: --workers: expected an integer ≥ 1, got 'abc'"),
+        (
+            ["run-burst", "--bw", "30", "--images", "x"],
+            "error: --images: expected an integer ≥ 1, got 'x'",
+        ),
+        (
+            ["sweep-burst", "--bw", "30,fast"],
+            "error: --bw: expected a comma-separated list of numbers > 0, got '30,fast'",
+        ),
+        (
+            ["run-burst", "--cloud-nodes", "9"],
+            "error: --cloud-nodes: expected an integer in [1, 8], got '9'",
+        ),
+        (
+            ["run-doll", "--address", "http://127.0.0.1:1", "--stack", "dev"],
+            "error: --address: give --address or --stack, not both",
+        ),
+    ):
+        done = subprocess.run(
+            [*INVOKE, *command, "--out", str(tmp_path / "never")],
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr == line + "\n", command
+        assert done.stdout == ""
+    assert not (tmp_path / "never").exists()
+
+
+def test_run_task_help_lists_every_flag_with_its_default() -> None:
+    shown = subprocess.run(
+        [*INVOKE, "--help", "run-doll"], cwd=PROJECT_DIR, capture_output=True, text=True
+    ).stdout
+    flags = [line.split()[0] for line in shown.splitlines() if line.startswith("  -")]
+    assert "--workers=STRING" in flags and "--adapt-interval=STRING" in flags
+    assert "-k" in flags  # invoke spells a one-letter flag so; the workload takes -k and --k
+    assert not [flag for flag in flags if flag.startswith("--=")], flags
+    assert "(default: 16)" in shown

@@ -11,14 +11,14 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from vocab.burst import TRANSFER_RESOURCE
 from workloads.burst.cluster import NodeInfo, alive_nodes, head_node, task_cpus
-from workloads.burst.config import BurstConfig
 from workloads.burst.data import DataSource, RunContext
 from workloads.burst.inputs import TaskSpec, ensure_inputs
+from workloads.burst.options import BurstOptions
 from workloads.burst.scheduling.base import RunResult, RunSetup, Say, Scheduler
 from workloads.burst.scheduling.data_aware import DataAwareScheduler
 from workloads.burst.scheduling.default import DefaultScheduler
 from workloads.burst.summary import format_table, summarize
-from workloads.burst.work import ParameterServer, Workload, warm_up
+from workloads.burst.work import AsyncParameterServer, Workload, warm_up
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage
@@ -29,7 +29,7 @@ SCHEDULERS: dict[str, Scheduler] = {
 }
 
 
-def data_source(config: BurstConfig) -> DataSource:
+def data_source(config: BurstOptions) -> DataSource:
     if config.data == "nfs":
         return DataSource("nfs", str(Path(config.data_dir).resolve()))
     source = DataSource("s3", f"s3://{config.bucket}/{config.s3_prefix}", config.s3_endpoint)
@@ -61,7 +61,7 @@ def warm_workers(workers: dict[str, NodeInfo], cpus: int) -> None:
 
 def run_one(
     name: str,
-    config: BurstConfig,
+    config: BurstOptions,
     source: DataSource,
     tasks: list[TaskSpec],
     nodes: list[NodeInfo],
@@ -78,7 +78,7 @@ def run_one(
     )
     server = None
     if config.workload == "param-server":
-        server = ParameterServer.options(  # type: ignore[attr-defined]
+        server = AsyncParameterServer.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(head.node_id, soft=False),
             max_concurrency=64,
         ).remote(config.seed)
@@ -98,7 +98,7 @@ def run_one(
     return result, extra
 
 
-def run_experiment(config: BurstConfig, say: Say = print) -> Storage:
+def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     nodes = alive_nodes()
     cpus = task_cpus(nodes, config.task_cpus)
     workers = [n for n in nodes if n.is_worker]  # as the first run found them

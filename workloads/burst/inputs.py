@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from PIL import Image
 
-from workloads.burst.config import BurstConfig
+from workloads.burst.options import BurstOptions
 from workloads.common.storage import Storage
 
 MANIFEST = "manifest.json"
@@ -47,7 +47,7 @@ def generated_image(side_w: int, side_h: int, label: int, rng: np.random.Generat
     return buffer.getvalue()
 
 
-def input_parameters(config: BurstConfig) -> dict[str, int | str]:
+def input_parameters(config: BurstOptions) -> dict[str, int | str]:
     if config.workload == "image":
         return {
             "workload": "image",
@@ -93,7 +93,7 @@ def _generate(params: dict[str, int | str], storage: Storage) -> list[TaskSpec]:
 
 
 def ensure_inputs(
-    config: BurstConfig, storage: Storage, say: Callable[[str], None] = print
+    config: BurstOptions, storage: Storage, say: Callable[[str], None] = print
 ) -> list[TaskSpec]:
     """The tasks of this configuration, generating the inputs unless already there."""
     params = input_parameters(config)

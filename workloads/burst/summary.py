@@ -8,8 +8,8 @@ from typing import Any
 from vocab.burst import SITE_CLOUD, SITE_ONPREM
 from workloads.burst.bound import lower_bound
 from workloads.burst.cluster import NodeInfo
-from workloads.burst.config import SCHEDULERS, BurstConfig
 from workloads.burst.inputs import TaskSpec
+from workloads.burst.options import SCHEDULERS, BurstOptions
 from workloads.burst.scheduling.base import RunResult
 
 
@@ -24,7 +24,7 @@ def compute_seconds(results: list[RunResult]) -> dict[str, float]:
 
 
 def bound_for(
-    config: BurstConfig,
+    config: BurstOptions,
     tasks: list[TaskSpec],
     results: list[RunResult],
     workers: list[NodeInfo],
@@ -62,7 +62,7 @@ def run_summary(result: RunResult, extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize(
-    config: BurstConfig,
+    config: BurstOptions,
     tasks: list[TaskSpec],
     results: dict[str, RunResult],
     extras: dict[str, dict[str, Any]],

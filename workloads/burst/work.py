@@ -25,7 +25,7 @@ class Workload:
 
 
 @ray.remote(num_cpus=0)
-class ParameterServer:
+class AsyncParameterServer:
     """Pinned to the head: applies gradients as they arrive (SGD, learning rate 1e-2)."""
 
     def __init__(self, seed: int, learning_rate: float = 1e-2) -> None:

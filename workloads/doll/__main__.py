@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import sys
 
+from workloads.common.options import fail
 from workloads.common.ray_session import ray_session
-from workloads.doll.config import from_args
 from workloads.doll.experiment import run_experiment
+from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.doll.trace import TraceError, load_trace
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(options: DollOptions) -> int:
     try:
-        config = from_args(argv)
-        load_trace(config.trace, config.zone, config.product)
-    except (ValueError, TraceError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        load_trace(options.trace, options.zone, options.product)
+    except TraceError as error:
+        return fail(error)
     with ray_session():
-        run_experiment(config, lambda line: print(line, flush=True))
+        run_experiment(options, lambda line: print(line, flush=True))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return DOLL_SPEC.main(argv, run)
 
 
 if __name__ == "__main__":

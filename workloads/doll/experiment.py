@@ -10,31 +10,31 @@ from typing import Any
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage
-from workloads.doll.config import DollConfig
+from workloads.doll.evaluator import Evaluator
 from workloads.doll.fleet import Fleet
-from workloads.doll.parameter_server import ParameterServer
+from workloads.doll.options import DollOptions
+from workloads.doll.parameter_server import SyncParameterServer
 from workloads.doll.policy_run import PolicyResult, PolicyRun, Servers
 from workloads.doll.price_server import PriceServer
-from workloads.doll.test_server import TestServer
 from workloads.doll.trace import PriceTrace, load_trace
 
 
-def start_servers(config: DollConfig, trace: PriceTrace) -> Servers:
-    parameter_server = ParameterServer.options(max_concurrency=1000).remote(
+def start_servers(config: DollOptions, trace: PriceTrace) -> Servers:
+    parameter_server = SyncParameterServer.options(max_concurrency=1000).remote(
         config.hidden, config.learning_rate, config.k
     )
     fleet = Fleet(config.worker_rates(), config.batch_size, config.hidden, parameter_server)
     return Servers(
         fleet=fleet,
         parameter_server=parameter_server,
-        test_server=TestServer.remote(config.hidden),
+        evaluator=Evaluator.remote(config.hidden),
         price_server=PriceServer.remote(trace, config.compression),
         mean_spot_price=trace.mean_price(),
     )
 
 
 def run_policies(
-    config: DollConfig, servers: Servers, say: Callable[[str], None]
+    config: DollOptions, servers: Servers, say: Callable[[str], None]
 ) -> dict[str, PolicyResult]:
     results: dict[str, PolicyResult] = {}
     for policy in config.policies:
@@ -49,7 +49,7 @@ def run_policies(
     return results
 
 
-def with_cost_ratios(config: DollConfig, results: dict[str, PolicyResult]) -> dict[str, Any]:
+def with_cost_ratios(config: DollOptions, results: dict[str, PolicyResult]) -> dict[str, Any]:
     """policies.<name> with cost_ratio to this run's on-demand policy (or, when it was not
     run, to the all-on-demand cost of finishing in θ₀)."""
     if "on-demand" in results:
@@ -63,7 +63,7 @@ def with_cost_ratios(config: DollConfig, results: dict[str, PolicyResult]) -> di
     }
 
 
-def run_experiment(config: DollConfig, say: Callable[[str], None] = print) -> Storage:
+def run_experiment(config: DollOptions, say: Callable[[str], None] = print) -> Storage:
     """Everything, from a validated config to the written results folder."""
     trace = load_trace(config.trace, config.zone, config.product)
     servers = start_servers(config, trace)

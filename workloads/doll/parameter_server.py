@@ -16,7 +16,7 @@ from workloads.doll.model import Mlp
 
 
 @ray.remote
-class ParameterServer:
+class SyncParameterServer:
     def __init__(self, hidden: int, learning_rate: float, k: int) -> None:
         self.model = Mlp(hidden)
         self.learning_rate = learning_rate
@@ -25,7 +25,7 @@ class ParameterServer:
         self.updater: asyncio.Task[None] | None = None
 
     async def begin(
-        self, run: str, total_batches: int, eval_every: int, test_server: Any, seed: int
+        self, run: str, total_batches: int, eval_every: int, evaluator: Any, seed: int
     ) -> None:
         if self.updater is not None:
             self.updater.cancel()
@@ -34,7 +34,7 @@ class ParameterServer:
         self.weights = self.model.initial_weights(np.random.default_rng(seed))
         self.total_batches = total_batches
         self.eval_every = eval_every
-        self.test_server = test_server
+        self.evaluator = evaluator
         self.processed = 0
         self.applied: set[tuple[str, int]] = set()
         self.skipped = 0
@@ -105,5 +105,5 @@ class ParameterServer:
                 }
             )
             if len(self.updates) % self.eval_every == 0:
-                self.test_server.evaluate.remote(self.run, self.weights, self.processed)
+                self.evaluator.evaluate.remote(self.run, self.weights, self.processed)
         self.done.set()

@@ -17,9 +17,9 @@ from typing import Any
 
 from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
 from workloads.doll.billing import Meter
-from workloads.doll.config import DollConfig
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
+from workloads.doll.options import DollOptions
 from workloads.doll.preemption import MarkovAvailability
 
 TIMELINE_EVERY_S = 0.5
@@ -29,7 +29,7 @@ TIMELINE_EVERY_S = 0.5
 class Servers:
     fleet: Fleet
     parameter_server: Any
-    test_server: Any
+    evaluator: Any
     price_server: Any
     mean_spot_price: float
 
@@ -42,7 +42,7 @@ class PolicyResult:
 
 class PolicyRun:
     def __init__(
-        self, policy: str, config: DollConfig, servers: Servers, say: Callable[[str], None]
+        self, policy: str, config: DollOptions, servers: Servers, say: Callable[[str], None]
     ) -> None:
         self.policy = policy
         self.config = config
@@ -72,7 +72,7 @@ class PolicyRun:
         run_id = f"{self.policy}-{self.config.seed}"
         ps, config = self.servers.parameter_server, self.config
         await ps.begin.remote(
-            run_id, config.batches, config.eval_every, self.servers.test_server, config.seed
+            run_id, config.batches, config.eval_every, self.servers.evaluator, config.seed
         )
         self.fleet.begin(config.seed)
         self.price = await self.servers.price_server.price_at.remote(0.0)
@@ -250,10 +250,10 @@ class PolicyRun:
 
     async def _result(self, run_id: str, finish_s: float) -> PolicyResult:
         ps_report = await self.servers.parameter_server.report.remote()
-        await self.servers.test_server.evaluate.remote(
+        await self.servers.evaluator.evaluate.remote(
             run_id, ps_report["weights"], ps_report["processed"]
         )
-        tests = await self.servers.test_server.take_rows.remote(run_id)
+        tests = await self.servers.evaluator.take_rows.remote(run_id)
         updates = ps_report["updates"]
         overheads = [1.0 - u["compute_s"] / u["update_s"] for u in updates if u["update_s"] > 0]
         config, mean_price = self.config, self.servers.mean_spot_price

@@ -6,22 +6,26 @@ import hashlib
 import json
 from pathlib import Path
 
-from launch.burst import BurstOptions, run_burst
+import pytest
+
+from launch.burst import run_burst
 from netem.lab.netns import existing_namespaces
 from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
+from workloads.burst.options import BurstOptions
 
-TINY_IMAGES = BurstOptions(
-    workload="image", data="nfs", scheduler="both", images=10, image_side=500
-)
+TINY_IMAGES = BurstOptions(workload="image", data="nfs", images=10, image_side=500)
 
 
 @needs_netns
-def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(tmp_path: Path) -> None:
+def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPOTBURST_LAB_STATE_DIR", str(tmp_path / "labs"))  # not the user's
     lines: list[str] = []
     labs: set[str] = set()
     folder = run_burst(
         TINY_IMAGES,
-        BANDWIDTH,
+        float(BANDWIDTH),
         tmp_path / "out",
         show=lines.append,
         watch=lambda line, lab: labs.add(lab.lab_id),

@@ -18,9 +18,9 @@ from moto import mock_aws
 import launch.burst as burst
 import launch.targets as targets
 import launch.tunnel as tunnel
-from launch.burst import BurstOptions
 from launch.netem_aws import DISCOVER_MARK
 from netem.profile import load_profile
+from workloads.burst.options import BurstOptions
 
 OUTPUTS = {
     "burstInstanceIds": {"login": ["i-login"], "hpc": ["i-hpc"], "cloud": ["i-cloud"]},
@@ -173,9 +173,10 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     command = submitted["command"]
     assert command[:2] == ["-m", "workloads.burst"]
     flags = dict(zip(command[2::2], command[3::2], strict=False))
-    assert flags["--lab"] == "aws" and flags["--bandwidth-mbit"] == "31.0"
+    assert flags["--lab"] == "aws" and flags["--bandwidth-mbit"] == "31"
     assert flags["--data-dir"] == "/home/ec2-user/share/burst/inputs"
     assert flags["--images"] == "4" and flags["--target"] == "stack:dev"
+    assert flags["--profile"] == "30m" and "--bucket" not in flags  # nfs: no bucket
     assert "30m.json" in submitted["files"]  # the profile travels for provenance
     assert flags["--profile-file"].endswith("30m.json")
     assert json.loads((out / "summary.json").read_text())["lab"] == "aws"

@@ -1,4 +1,4 @@
-"""The test server: held-out accuracy and loss of the weights it is sent."""
+"""The evaluator: held-out accuracy and loss of the weights it is sent."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from workloads.doll.model import Mlp
 
 
 @ray.remote
-class TestServer:
+class Evaluator:
     def __init__(self, hidden: int) -> None:
         self.model = Mlp(hidden)
         self.digits = load_split()

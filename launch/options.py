@@ -1,0 +1,84 @@
+"""The launcher's own flags (where a run goes, the local lab's shape), declared once in the
+same way as a workload's options (workloads/common/options.py); `tasks.py` makes each run
+task's flags from these specs and the workload's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from workloads.common.options import OptionError, OptionSpec, check_fields, option
+
+LAB_KINDS = ("auto", "netns", "process")
+BW_HELP = (
+    "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
+    "(31/55/83/106/160/210), any other positive number shapes to exactly that"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackTarget:
+    stack: str | None = option(
+        None,
+        "run on this Pulumi stack's deployed cluster instead (results come back through its "
+        "bucket)",
+    )
+    out: Path | None = option(
+        None, "local results folder (not set: a new folder under results/<workload>/)"
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetOptions(StackTarget):
+    """Where a Ray workload runs: here (the default), `--address`, or `--stack`."""
+
+    address: str | None = option(
+        None,
+        "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.address and self.stack:
+            raise OptionError("--address", "give --address or --stack, not both")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstLabOptions:
+    """The local two-site lab a burst run brings up (ignored with --stack)."""
+
+    kind: str = option(
+        "auto",
+        "lab kind: auto (netns when root, else process), netns (namespaces + tc) or process "
+        "(one namespace, user-space throttling)",
+        choices=LAB_KINDS,
+    )
+    cloud_nodes: int = option(1, "local lab: number of cloud Ray nodes", minimum=1, maximum=8)
+    hpc_cpus: int = option(2, "local lab: CPUs of the HPC worker node", minimum=1)
+    cloud_cpus: int = option(2, "local lab: CPUs of each cloud node", minimum=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstRunTarget(StackTarget):
+    bw: float = option(30.0, BW_HELP, above=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstSweepTarget(StackTarget):
+    bw: tuple[float, ...] = option(
+        (30.0, 50.0, 100.0, 150.0, 200.0),
+        "comma-separated cross-site bandwidths in Mbit/s, one run each",
+        above=0.0,
+    )
+
+
+TARGET_SPEC = OptionSpec(TargetOptions)
+BURST_LAB_SPEC = OptionSpec(BurstLabOptions)
+BURST_RUN_SPEC = OptionSpec(BurstRunTarget)
+BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)

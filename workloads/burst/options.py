@@ -1,0 +1,106 @@
+"""The burst workload's options: the one spec its argparse, `invoke run-burst` /
+`sweep-burst` and the launcher's command lines are made from (see
+workloads/common/options.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from workloads.common.options import OptionError, OptionSpec, check_fields, option
+
+WORKLOADS = ("image", "param-server")
+DATA = ("nfs", "s3")
+SCHEDULERS = ("default", "data-aware")
+LABS = ("netns", "process", "aws", "local")
+SIZES = "sized for a few minutes at 30 Mbit/s"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BurstOptions:
+    workload: str = option(
+        "image",
+        "image (per-image transform) or param-server (per-directory gradients)",
+        choices=WORKLOADS,
+    )
+    data: str = option(
+        "nfs", "nfs (inputs on the on-prem file system) or s3 (inputs in a bucket)", choices=DATA
+    )
+    schedulers: tuple[str, ...] = option(
+        SCHEDULERS,
+        "default (plain Ray placement), data-aware (streaming) or both, run in that order",
+        flag="--scheduler",
+        choices=SCHEDULERS,
+        aliases={"both": SCHEDULERS},
+    )
+    images: int = option(48, f"image workload: number of images, {SIZES}", minimum=1)
+    image_side: int = option(
+        2800, f"image workload: side of each generated image in pixels, {SIZES}", minimum=64
+    )
+    directories: int = option(
+        24, f"param-server workload: directories, one task each, {SIZES}", minimum=1
+    )
+    images_per_directory: int = option(
+        6, f"param-server workload: images per directory, {SIZES}", minimum=1
+    )
+    ps_image_side: int = option(
+        1200, "param-server workload: side of each input image in pixels", minimum=64
+    )
+    task_cpus: int | None = option(
+        None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
+    )
+    s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs")
+    seed: int = option(0, "seed of the generated inputs", minimum=0)
+    data_dir: str = option(
+        "burst-data",
+        "nfs: the on-prem directory holding the inputs (generated if absent)",
+        launcher=True,
+    )
+    stage_dir: str = option(
+        "burst-stage",
+        "directory on each node where moved data is staged before compute",
+        launcher=True,
+    )
+    bucket: str | None = option(None, "s3: the bucket holding the inputs", launcher=True)
+    s3_endpoint: str | None = option(None, "S3 endpoint URL (a local S3)", launcher=True)
+    lab: str = option("local", "where this runs", choices=LABS, launcher=True)
+    bandwidth_mbit: float | None = option(
+        None, "the cross-site link rate (Mbit/s), for the lower bound", above=0.0, launcher=True
+    )
+    profile: str = option("none", "the bandwidth profile's name", launcher=True)
+    profile_file: Path | None = option(None, "the profile file (provenance)", launcher=True)
+    out: str | None = option(None, "results folder or s3://bucket/prefix", launcher=True)
+    results_to_log: bool = option(
+        False, "also print the results as one line of the log", launcher=True
+    )
+    target: str = option("local", "label of the target (provenance)", launcher=True)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def tasks(self) -> int:
+        return self.images if self.workload == "image" else self.directories
+
+    def parameters(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["schedulers"] = list(self.schedulers)
+        values["profile_file"] = None if self.profile_file is None else str(self.profile_file)
+        return values
+
+
+def runnable(options: BurstOptions) -> None:
+    """What only the workload's full command line can meet: the launcher names the bucket."""
+    if options.data == "s3" and not options.bucket:
+        raise OptionError("--bucket", "needed with --data s3, got none")
+
+
+BURST_SPEC = OptionSpec(
+    BurstOptions,
+    prog="python -m workloads.burst",
+    description="HPC->cloud burst workloads (image, param-server) under Ray's default "
+    "scheduler and a data-aware streaming scheduler; writes summary.json, records, "
+    "provenance.json.",
+    complete=runnable,
+)

@@ -1,0 +1,115 @@
+"""The DOLL workload's options: the one spec its argparse, `invoke run-doll` and the
+launcher's command line are made from (see workloads/common/options.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from workloads.doll.trace import DEFAULT_TRACE
+
+POLICIES = ("on-demand", "static", "adaptive")
+PREEMPTION_MODES = ("markov", "kill")
+RATE_MODES = ("homogeneous", "heterogeneous")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DollOptions:
+    policies: tuple[str, ...] = option(
+        POLICIES, "comma-separated policies to run, in order", flag="--policy", choices=POLICIES
+    )
+    workers: int = option(16, "N, the number of stream workers", minimum=1)
+    deadline_factor: float = option(1.05, "deadline θ/θ₀", flag="--deadline", minimum=1.0)
+    alpha: float = option(
+        0.9, "spot availability α of the preemption chain", above=0.0, maximum=1.0
+    )
+    rate: float = option(80.0, "λ, points/s arriving at each worker", above=0.0)
+    rates: str = option(
+        "homogeneous",
+        "homogeneous (all λ) or heterogeneous (λ·U[0.5, 1.5], rescaled to mean λ)",
+        choices=RATE_MODES,
+    )
+    batch_size: int = option(32, "B, points per batch", minimum=1)
+    batches: int = option(2000, "J, batches to process", minimum=1)
+    k: int = option(4, "K, batches per synchronous SGD update (at most N)", minimum=1)
+    learning_rate: float = option(0.5, "SGD step size", above=0.0)
+    hidden: int = option(32, "hidden units of the model", minimum=1)
+    trace: Path = option(
+        DEFAULT_TRACE,
+        "AWS describe-spot-price-history JSON (the shipped file is the 2021 c5.xlarge trace)",
+    )
+    zone: str = option("ca-central-1b", "availability zone selected from the trace")
+    product: str = option("SUSE Linux", "ProductDescription selected from the trace")
+    on_demand_price: float = option(0.286, "on-demand price p_od in $/h", above=0.0)
+    compression: float = option(
+        2000.0, "trace seconds replayed per wall-clock second (the trace loops)", above=0.0
+    )
+    refresh_s: float = option(
+        0.04,
+        "seconds per preemption-chain step (the paper's 2 s refresh, compressed)",
+        flag="--refresh",
+        above=0.0,
+    )
+    adapt_interval_s: float = option(
+        1.0,
+        "seconds between re-estimations of the adaptive policy (also at price changes)",
+        flag="--adapt-interval",
+        above=0.0,
+    )
+    eval_every: int = option(25, "updates between test evaluations", minimum=1)
+    preemption: str = option(
+        "markov",
+        "markov: the worker stops receiving data; kill: the actor is killed and a fresh one "
+        "takes over on recovery",
+        choices=PREEMPTION_MODES,
+    )
+    seed: int = option(0, "seed of preemptions, streams and weights", minimum=0)
+    out: str | None = option(
+        None,
+        "results folder or s3://bucket/prefix (not set: results/doll/<timestamp>)",
+        launcher=True,
+    )
+    s3_endpoint: str | None = option(
+        None, "S3 endpoint URL for --out s3://... (a local S3)", launcher=True
+    )
+    results_to_log: bool = option(
+        False,
+        "also print the results as one line of the log (for a launcher without a bucket)",
+        launcher=True,
+    )
+    target: str = option("local", "where this runs, as recorded in summary.json", launcher=True)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.k > self.workers:
+            raise OptionError("--k", f"expected at most --workers ({self.workers}), got {self.k}")
+
+    @property
+    def work_points(self) -> float:
+        """J·B: the points to process."""
+        return float(self.batches * self.batch_size)
+
+    def worker_rates(self) -> list[float]:
+        """λᵢ per worker: all λ, or λ·U[0.5, 1.5] rescaled so their mean is λ."""
+        import numpy as np  # not at import: invoke reads this module for its flags
+
+        if self.rates == "homogeneous":
+            return [self.rate] * self.workers
+        draws = np.random.default_rng([self.seed, 104729]).uniform(0.5, 1.5, self.workers)
+        return [float(r) for r in draws * self.rate / draws.mean()]
+
+    def parameters(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["trace"] = str(self.trace)
+        document["policies"] = list(self.policies)
+        return document
+
+
+DOLL_SPEC = OptionSpec(
+    DollOptions,
+    prog="python -m workloads.doll",
+    description="DOLL on Ray: K-batch SGD on streaming workers, spot price replay, "
+    "allocation policies; writes summary.json, provenance.json and records/.",
+)
