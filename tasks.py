@@ -140,6 +140,8 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
         folder = run(options, target)
     except (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiCliMissing) as error:
         raise Exit(f"error: {error}", code=2) from None
+    except RuntimeError as error:  # the workload failed; its own output said why
+        raise Exit(f"error: {error}", code=1) from None
     print(f"results and figures in {folder}")
 
 
