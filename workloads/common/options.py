@@ -41,7 +41,6 @@ built in code is checked exactly as one parsed from text.
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import sys
 import types
@@ -300,11 +299,15 @@ def _option_of(owner: type, spec_field: Field[Any], hint: Any) -> Option:
     )
 
 
-@functools.cache
+_KNOWN: dict[type, tuple[Option, ...]] = {}
+
+
 def options_of(cls: type) -> tuple[Option, ...]:
-    """Every option of an options dataclass, in declaration order."""
-    hints = typing.get_type_hints(cls)
-    return tuple(_option_of(cls, f, hints[f.name]) for f in fields(cls))
+    """Every option of an options dataclass, in declaration order (read once per class)."""
+    if cls not in _KNOWN:
+        hints = typing.get_type_hints(cls)
+        _KNOWN[cls] = tuple(_option_of(cls, f, hints[f.name]) for f in fields(cls))
+    return _KNOWN[cls]
 
 
 def check_fields(options: Any) -> None:
