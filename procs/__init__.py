@@ -197,3 +197,36 @@ def running(
         yield process, line
     finally:
         stop(process, grace_s=grace_s)
+
+
+@contextmanager
+def sigterm_raises_interrupt() -> Iterator[None]:
+    """In the main thread, SIGTERM raises KeyboardInterrupt: an owner stopped by SIGTERM
+    cleans up as on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """Ctrl-C and SIGTERM are ignored inside (main thread): a teardown runs to its end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                     signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,6 +1,6 @@
 import pytest
 
-from workloads.doll.billing import Meter
+from workloads.common.billing import Meter
 from workloads.doll.estimation import estimated_rates
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
-from workloads.doll.billing import Meter
+from workloads.common.billing import Meter
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
 from workloads.doll.options import DollOptions

@@ -1,0 +1,122 @@
+"""What a spot lab is made of and how its spot nodes are preempted: one validated dataclass.
+
+Times are lab (wall-clock) seconds, already compressed: the default warning is AWS's two
+minutes divided by DEFAULT_COMPRESSION, the Markov chain steps every refresh_s (the paper's
+2 s refresh, compressed the same way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from vocab.spot import POOL_HEAD, POOL_LEARNER, POOL_ON_DEMAND, POOL_SPOT, SPOT_WARNING_S
+from workloads.doll.trace import DEFAULT_TRACE, PriceTrace, TraceError, load_trace
+
+DEFAULT_COMPRESSION = 20.0
+"""Lab seconds are AWS seconds / 20: a 120 s notice becomes 6 s, a 2 s refresh 0.1 s."""
+MAX_NODES_PER_POOL = 16
+MIN_OBJECT_STORE_MB = 80
+
+
+class SpotLabConfigError(ValueError):
+    """A bad lab setting; the message starts with the flag that names it."""
+
+
+def flag(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One Ray node of the lab. `slot` is the spot slot a spot node fills (its preemption
+    chain); a replacement fills the slot of the node it replaces under a new name."""
+
+    name: str
+    pool: str
+    num_cpus: int
+    slot: int | None = None
+
+
+@dataclass(frozen=True)
+class SpotLabConfig:
+    spot: int = 3
+    on_demand: int = 1
+    learner: int = 0
+    cpus_per_node: int = 1
+    head_cpus: int = 0
+    alpha: float = 0.9
+    refresh_s: float = 2.0 / DEFAULT_COMPRESSION
+    trace: str | None = None
+    bid: float | None = None
+    zone: str = "ca-central-1b"
+    product: str = "SUSE Linux"
+    trace_compression: float = 2000.0
+    warning_s: float = SPOT_WARNING_S / DEFAULT_COMPRESSION
+    replace_delay_s: float = 60.0 / DEFAULT_COMPRESSION
+    on_demand_price: float = 0.286
+    seed: int = 0
+    object_store_mb: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("spot", "on_demand", "learner"):
+            count = getattr(self, name)
+            if not 0 <= count <= MAX_NODES_PER_POOL:
+                raise SpotLabConfigError(f"{flag(name)} must be in 0..{MAX_NODES_PER_POOL}, "
+                                         f"got {count}")
+        if not 1 <= self.cpus_per_node <= 64:
+            raise SpotLabConfigError(f"--cpus-per-node must be in 1..64, got {self.cpus_per_node}")
+        if not 0 <= self.head_cpus <= 64:
+            raise SpotLabConfigError(f"--head-cpus must be in 0..64, got {self.head_cpus}")
+        if not 0.0 < self.alpha <= 1.0:
+            raise SpotLabConfigError(f"--alpha must be in (0, 1], got {self.alpha}")
+        for name in ("refresh_s", "warning_s", "trace_compression"):
+            if not getattr(self, name) > 0:
+                raise SpotLabConfigError(f"{flag(name)} must be > 0, got {getattr(self, name)}")
+        for name in ("replace_delay_s", "on_demand_price"):
+            if not getattr(self, name) >= 0:
+                raise SpotLabConfigError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
+        if (self.trace is None) != (self.bid is None):
+            given, missing = ("trace", "bid") if self.bid is None else ("bid", "trace")
+            raise SpotLabConfigError(f"{flag(missing)} is required with {flag(given)}")
+        if self.bid is not None and not self.bid > 0:
+            raise SpotLabConfigError(f"--bid must be > 0 ($/h), got {self.bid}")
+        if self.object_store_mb < MIN_OBJECT_STORE_MB:
+            raise SpotLabConfigError(f"--object-store-mb must be >= {MIN_OBJECT_STORE_MB}, "
+                                     f"got {self.object_store_mb}")
+        self.price_trace()  # a trace that cannot be read fails here, naming --trace
+
+    @property
+    def preemption_model(self) -> str:
+        return "trace" if self.trace is not None else "markov"
+
+    def price_trace(self) -> PriceTrace:
+        """The trace that prices spot time (and preempts, with a bid): --trace, else the
+        shipped one (for billing only)."""
+        try:
+            return load_trace(Path(self.trace or DEFAULT_TRACE), self.zone, self.product)
+        except TraceError as error:
+            raise SpotLabConfigError(f"--trace: {error}") from None
+
+    def nodes(self) -> list[NodeSpec]:
+        """The nodes the lab starts with, the head first."""
+        specs = [NodeSpec("head", POOL_HEAD, self.head_cpus)]
+        specs += [NodeSpec(f"od-{i}", POOL_ON_DEMAND, self.cpus_per_node)
+                  for i in range(self.on_demand)]
+        specs += [NodeSpec(f"learner-{i}", POOL_LEARNER, self.cpus_per_node)
+                  for i in range(self.learner)]
+        specs += [NodeSpec(f"spot-{i}", POOL_SPOT, self.cpus_per_node, slot=i)
+                  for i in range(self.spot)]
+        return specs
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpotLabConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpotLabConfigError(f"{flag(unknown[0])}: unknown setting")
+        return cls(**data)

@@ -1,0 +1,412 @@
+"""The spot lab's supervisor: `python -m spotlab LAB_ID`, one process per lab.
+
+It starts the lab's Ray nodes (one `ray start --block` each, a notice endpoint each), then
+drives the preemptions until SIGTERM, then removes every node. On a preemption of a spot
+node: its endpoint shows the notice, its `ray start` gets SIGTERM (Ray drains the node with
+reason PREEMPTION for RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S = the warning), at the deadline
+whatever is left of it is killed, and once capacity is back and the replacement delay has
+passed a new node joins in its slot. Every step is an event in `events.jsonl` in the lab's
+temp dir, with its wall time `t` (epoch seconds).
+
+It reads the node table and the draining nodes from the GCS (with the lab's token, not as a
+driver), and it owns every node process; the lab's starter (spotlab.lab) only spawns it and
+waits for READY_LINE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import procs
+from netem.lab.processes import MARKER_ENV, marked_pids
+from netem.ports import free_local_port
+from spotlab.capacity import SpotCapacity
+from spotlab.config import NodeSpec, SpotLabConfig
+from spotlab.endpoint import NoticeEndpoint
+from spotlab.state import load_state, save_state
+from vocab.ports import RayPorts
+from vocab.spot import IMDS_ENDPOINT_ENV, POOL_HEAD, POOL_SPOT, node_labels, placement_resources
+from workloads.common.billing import Meter
+
+READY_LINE = "spotlab supervisor: lab is up"
+TICK_S = 0.1
+NODE_START_TIMEOUT_S = 120.0
+DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+
+
+def node_marker(lab_id: str, name: str) -> str:
+    """The value of MARKER_ENV on every process of one lab node (Ray passes it on to its
+    daemons and workers), so whatever is left of a node can be found and killed."""
+    return f"{lab_id}/{name}"
+
+
+def lab_env(temp_dir: Path) -> dict[str, str]:
+    """Token auth with the lab's own token, for its nodes and for any driver of it."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(temp_dir / "ray_auth_token")}
+
+
+def node_ports() -> RayPorts:
+    """Free loopback ports for every fixed port of a node; workers take random ones."""
+    return RayPorts(
+        gcs=free_local_port(),
+        dashboard=free_local_port(),
+        client_server=free_local_port(),
+        object_manager=free_local_port(),
+        node_manager=free_local_port(),
+        dashboard_agent_grpc=free_local_port(),
+        runtime_env_agent=free_local_port(),
+        metrics_export=free_local_port(),
+        dashboard_agent_http=free_local_port(),
+        min_worker=0,
+        max_worker=0,
+    )
+
+
+def ray_node_argv(spec: NodeSpec, ports: RayPorts, *, head_address: str, temp_dir: Path,
+                  object_store_mb: int) -> list[str]:
+    """`ray start --block` for one lab node: its pool's labels and placement resources."""
+    labels = ",".join(f"{key}={value}" for key, value in node_labels(spec.pool).items())
+    argv = [str(Path(sys.executable).with_name("ray")), "start", "--block"]
+    if spec.pool == POOL_HEAD:
+        argv += [f"--port={ports.gcs}", "--head", "--dashboard-host=127.0.0.1",
+                 f"--dashboard-port={ports.dashboard}",
+                 f"--ray-client-server-port={ports.client_server}"]
+    else:
+        argv.append(f"--address={head_address}")
+    return argv + [
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={spec.num_cpus}",
+        "--num-gpus=0",
+        f"--resources={json.dumps(placement_resources(spec.pool, spec.num_cpus))}",
+        f"--labels={labels}",
+        f"--object-store-memory={object_store_mb << 20}",
+        f"--temp-dir={temp_dir / spec.name}",
+        f"--node-manager-port={ports.node_manager}",
+        f"--object-manager-port={ports.object_manager}",
+        f"--dashboard-agent-grpc-port={ports.dashboard_agent_grpc}",
+        f"--dashboard-agent-listen-port={ports.dashboard_agent_http}",
+        f"--runtime-env-agent-port={ports.runtime_env_agent}",
+        f"--metrics-export-port={ports.metrics_export}",
+        "--min-worker-port=0",
+        "--max-worker-port=0",
+        "--disable-usage-stats",
+    ]
+
+
+@dataclass
+class Node:
+    spec: NodeSpec
+    ports: RayPorts
+    endpoint: NoticeEndpoint
+    process: subprocess.Popen[str]
+    started_at: float
+    replaces: str | None = None
+    ray_id: str | None = None
+    joined_at: float | None = None
+    notice_at: float | None = None
+    deadline: float | None = None
+    drain_seen_at: float | None = None
+    exited_at: float | None = None
+    dead_at: float | None = None
+    killed_at: float | None = None
+    flags: set[str] = field(default_factory=set)
+
+    @property
+    def gone(self) -> bool:
+        """The instance is gone: killed at its deadline, or ended by itself."""
+        return self.killed_at is not None or (self.exited_at is not None
+                                              and self.notice_at is None)
+
+
+class Supervisor:
+    def __init__(self, lab_id: str) -> None:
+        self.state = load_state(lab_id)
+        self.lab_id = lab_id
+        self.config = SpotLabConfig.from_dict(self.state["config"])
+        self.temp_dir = Path(self.state["temp_dir"])
+        self.events_path = self.temp_dir / "events.jsonl"
+        self.interrupts_dir = self.temp_dir / "interrupts"
+        self.capacity = SpotCapacity(self.config)
+        self.meter = Meter(self.config.on_demand_price)
+        self.nodes: dict[str, Node] = {}
+        self.vacant: dict[int, tuple[float, str]] = {}  # slot -> (since, node it replaces)
+        self.next_spot = self.config.spot
+        self.head_address = ""
+        self.up_at = 0.0
+        self.gcs: Any = None
+        self.lock = threading.RLock()  # the loop's tick vs a node's kill at its deadline
+        self.stopping = False
+        self.state["supervisor_pid"] = os.getpid()
+        self._save()
+
+    # --- start-up ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        specs = self.config.nodes()
+        head = self._start_node(specs[0])
+        procs.wait_for_file_line(head.process, self._log(head.spec.name), "Ray runtime started",
+                                 timeout_s=NODE_START_TIMEOUT_S, name="the head node")
+        self.head_address = f"127.0.0.1:{head.ports.gcs}"
+        self._connect()
+        for spec in specs[1:]:
+            self._start_node(spec)
+        deadline = time.monotonic() + NODE_START_TIMEOUT_S
+        while not all(node.ray_id for node in self.nodes.values()):
+            self._watch_joins(self._ray_nodes(), record=False)
+            for node in self.nodes.values():
+                if node.process.poll() is not None:
+                    raise procs.ProcessNotReady(
+                        f"node {node.spec.name} exited {node.process.returncode}: "
+                        f"{procs.log_tail(self._log(node.spec.name))}")
+            if time.monotonic() > deadline:
+                missing = [n.spec.name for n in self.nodes.values() if not n.ray_id]
+                raise procs.ProcessNotReady(f"nodes {', '.join(missing)} did not join within "
+                                            f"{NODE_START_TIMEOUT_S:g} s")
+            time.sleep(TICK_S)
+        self.up_at = time.time()
+        self.meter.billed_to = self.up_at
+        for node in self.nodes.values():
+            assert node.joined_at is not None
+            self._event("join", node, replaces=None,
+                        start_to_join_s=node.joined_at - node.started_at)
+        self.state["up"] = True
+        self.state["up_at"] = self.up_at
+        self.state["description"] = {
+            "ray_address": self.head_address,
+            "dashboard_url": f"http://127.0.0.1:{head.ports.dashboard}",
+            "driver_env": {**lab_env(self.temp_dir), "RAY_ADDRESS": self.head_address},
+            "events": str(self.events_path),
+        }
+        self._save()
+        print(READY_LINE, flush=True)
+
+    def _connect(self) -> None:
+        """A GCS client with the lab's token, without a driver (no core worker, no signal
+        handlers of Ray's in this process): the node table and the draining nodes."""
+        from ray._private.state import GlobalState
+        from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]
+
+        self.gcs = GlobalState()
+        self.gcs._initialize_global_state(GcsClientOptions.create(
+            self.head_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+
+    def _start_node(self, spec: NodeSpec, replaces: str | None = None) -> Node:
+        ports = node_ports()
+        endpoint = NoticeEndpoint()
+        record: dict[str, Any] = {"name": spec.name, "pool": spec.pool, "slot": spec.slot,
+                                  "num_cpus": spec.num_cpus, "pid": None,
+                                  "node_manager_port": ports.node_manager,
+                                  "ports": sorted({p for p in vars(ports).values() if p}),
+                                  "notice_endpoint": endpoint.url, "replaces": replaces}
+        self.state.setdefault("nodes", []).append(record)
+        self._save()  # named before it starts: its marker finds it even if we die now
+        env = {
+            **lab_env(self.temp_dir),
+            MARKER_ENV: node_marker(self.lab_id, spec.name),
+            IMDS_ENDPOINT_ENV: endpoint.url,
+            DRAIN_TIMEOUT_ENV: str(self.config.warning_s) if spec.pool == POOL_SPOT else "0",
+        }
+        argv = ray_node_argv(spec, ports, head_address=self.head_address or "",
+                             temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb)
+        process = procs.spawn(argv, env=env, log_path=self._log(spec.name))
+        record["pid"] = process.pid
+        self._save()
+        node = Node(spec, ports, endpoint, process, started_at=time.time(), replaces=replaces)
+        self.nodes[spec.name] = node
+        return node
+
+    # --- the preemption loop ----------------------------------------------------------------
+
+    def run(self) -> None:
+        while True:
+            with self.lock:
+                self.tick()
+            time.sleep(TICK_S)
+
+    def tick(self) -> None:
+        now = time.time()
+        available = self.capacity.available(now - self.up_at)
+        infos = self._ray_nodes()
+        self._watch_joins(infos, record=True)
+        draining = self._draining()
+        requested = self._interrupt_requests()
+        for node in list(self.nodes.values()):
+            self._watch_node(node, infos, draining, now)
+            slot = node.spec.slot
+            if (slot is not None and node.notice_at is None and node.exited_at is None
+                    and (not available[slot] or node.spec.name in requested)):
+                self._preempt(node, now)
+        for slot, (since, replaced) in sorted(self.vacant.items()):
+            if available[slot] and now >= since + self.config.replace_delay_s:
+                del self.vacant[slot]
+                name = f"spot-{self.next_spot}"
+                self.next_spot += 1
+                node = self._start_node(NodeSpec(name, POOL_SPOT, self.config.cpus_per_node,
+                                                 slot), replaces=replaced)
+                self._event("replacement-started", node, slot=slot, replaces=replaced)
+        self._bill(now)
+
+    def _preempt(self, node: Node, now: float) -> None:
+        node.notice_at = now
+        node.deadline = now + self.config.warning_s
+        node.endpoint.post_notice(node.deadline)
+        self._event("notice", node, deadline=node.deadline, warning_s=self.config.warning_s)
+        node.process.terminate()  # ray start drains its node (PREEMPTION) until the deadline
+        timer = threading.Timer(self.config.warning_s, self._kill, args=(node,))
+        timer.daemon = True
+        timer.start()
+
+    def _kill(self, node: Node) -> None:
+        """At the deadline the instance is terminated: whatever is left of it is killed, at
+        once, without waiting for the loop (its GCS calls can take a while)."""
+        killed_at = time.time()
+        leftover = self._node_pids(node)
+        procs.stop_pids(leftover, grace_s=0.0)
+        with self.lock:
+            if self.stopping:
+                return
+            node.killed_at = killed_at
+            node.endpoint.close()
+            self._event("kill", node, t=killed_at, pids_left=len(leftover))
+            if node.spec.slot is not None:
+                self._vacate(node, killed_at)
+
+    def _watch_node(self, node: Node, infos: dict[int, dict[str, Any]], draining: dict[str, int],
+                    now: float) -> None:
+        if node.notice_at is not None and node.drain_seen_at is None and node.ray_id in draining:
+            node.drain_seen_at = now
+            self._event("draining", node, ray_deadline=draining[node.ray_id or ""] / 1000)
+        if node.exited_at is None and node.process.poll() is not None:
+            node.exited_at = now
+            self._event("exit", node, returncode=node.process.returncode,
+                        expected=node.notice_at is not None)
+            if node.notice_at is None and node.spec.slot is not None:
+                self._vacate(node, now)  # a spot node that died by itself is replaced too
+        info = infos.get(node.ports.node_manager)
+        if node.ray_id and node.dead_at is None and info is not None and not info["Alive"]:
+            node.dead_at = now
+            self._event("dead", node)
+
+    def _vacate(self, node: Node, now: float) -> None:
+        assert node.spec.slot is not None
+        self.vacant.setdefault(node.spec.slot, (now, node.spec.name))
+
+    def _watch_joins(self, infos: dict[int, dict[str, Any]], *, record: bool) -> None:
+        for node in self.nodes.values():
+            info = infos.get(node.ports.node_manager)
+            if node.ray_id is None and info is not None and info["Alive"]:
+                node.ray_id = info["NodeID"]
+                node.joined_at = time.time()
+                if record:
+                    self._event("join", node, replaces=node.replaces,
+                                start_to_join_s=node.joined_at - node.started_at)
+
+    def _bill(self, now: float) -> None:
+        spot = [n for n in self.nodes.values() if n.spec.slot is not None]
+        self.meter.charge_until(
+            now,
+            on_demand=sum(1 for n in self.nodes.values()
+                          if n.spec.slot is None and n.exited_at is None),
+            spot=self.config.spot,
+            spot_up=sum(1 for n in spot if n.joined_at is not None and not n.gone),
+            spot_price=self.capacity.price(now - self.up_at),
+        )
+
+    # --- Ray's view, interrupt requests, records ---------------------------------------------
+
+    def _ray_nodes(self) -> dict[int, dict[str, Any]]:
+        return {int(info["NodeManagerPort"]): info for info in self.gcs.node_table()}
+
+    def _draining(self) -> dict[str, int]:
+        draining: dict[str, int] = self.gcs.get_draining_nodes()
+        return draining
+
+    def _interrupt_requests(self) -> set[str]:
+        """Nodes asked to be interrupted now (spotlab.lab.interrupt: like AWS FIS's
+        send-spot-instance-interruptions), each request taken once."""
+        names = set()
+        for request in self.interrupts_dir.iterdir():
+            names.add(request.name)
+            request.unlink(missing_ok=True)
+        return names
+
+    def _event(self, kind: str, node: Node, **details: Any) -> None:
+        row = {"t": details.pop("t", time.time()), "event": kind, "node": node.spec.name,
+               "pool": node.spec.pool, "slot": node.spec.slot, "ray_node_id": node.ray_id,
+               **details}
+        with self.events_path.open("a") as out:
+            out.write(json.dumps(row) + "\n")
+
+    def _save(self) -> None:
+        if self.up_at:
+            self.state["billing"] = {"cost": self.meter.cost, "on_demand_node_s":
+                                     self.meter.on_demand_s, "spot_up_node_s":
+                                     self.meter.spot_up_s,
+                                     "observed_alpha": self.meter.observed_alpha}
+        save_state(self.state)
+
+    def _log(self, name: str) -> Path:
+        return self.temp_dir / "logs" / f"{name}.log"
+
+    def _node_pids(self, node: Node) -> set[int]:
+        pids = marked_pids(node_marker(self.lab_id, node.spec.name))
+        return pids | ({node.process.pid} if procs.is_alive(node.process.pid) else set())
+
+    # --- teardown ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every node this supervisor started: workers first (each drains and stops its
+        own Ray processes), then the head, then whatever is left of any of them."""
+        with self.lock:  # a kill timer that fires from here on records nothing
+            self.stopping = True
+        if self.up_at:
+            self._bill(time.time())
+            self._save()
+        if self.gcs is not None:
+            self.gcs.disconnect()
+        say(f"stopping {len(self.nodes)} nodes")
+        workers = [n for n in self.nodes.values() if n.spec.pool != POOL_HEAD]
+        heads = [n for n in self.nodes.values() if n.spec.pool == POOL_HEAD]
+        for group in (workers, heads):
+            procs.stop_pids({n.process.pid for n in group},
+                            grace_s=self.config.warning_s + 10.0)
+            for node in group:
+                node.process.poll()
+        for node in self.nodes.values():
+            left = self._node_pids(node)
+            if left:
+                say(f"node {node.spec.name}: stopping {len(left)} processes it left")
+            procs.stop_pids(left, grace_s=5.0)
+            node.endpoint.close()
+        say("all nodes stopped")
+
+
+def say(message: str) -> None:
+    print(f"spotlab supervisor {time.strftime('%H:%M:%S')}: {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spotlab",
+                                     description="Run one spot lab until SIGTERM (internal).")
+    parser.add_argument("lab_id")
+    args = parser.parse_args(argv)
+    supervisor = Supervisor(args.lab_id)
+    with procs.sigterm_raises_interrupt():
+        try:
+            supervisor.start()
+            supervisor.run()
+        except KeyboardInterrupt:  # SIGTERM
+            pass
+        finally:
+            with procs.interrupts_ignored():
+                supervisor.stop()
+    return 0

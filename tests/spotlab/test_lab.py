@@ -1,0 +1,190 @@
+"""The spot lab with real Ray nodes: a preemption seen from a task, its timing, the
+replacement, two labs side by side, and teardown on an exception and on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import procs
+from netem.lab.processes import marked_pids
+from spotlab import SpotLab, SpotLabConfig, spot_lab
+from spotlab.state import STATE_DIR_ENV, recorded_lab_ids, state_path
+from spotlab.supervisor import node_marker
+
+pytestmark = pytest.mark.ray
+
+WARNING_S = 4.0
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).with_name("spot_driver.py")
+SMALL = SpotLabConfig(spot=1, on_demand=0, cpus_per_node=1, alpha=1.0, warning_s=WARNING_S,
+                      replace_delay_s=1.0, object_store_mb=80)
+"""One spot node never preempted by its chain (α = 1): the tests interrupt it by hand."""
+
+
+def wait_until(condition: Any, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not within {timeout_s:g} s")
+
+
+def listening_ports() -> set[int]:
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def snapshot(lab_id: str) -> dict[str, Any]:
+    return dict(json.loads(state_path(lab_id).read_text()))
+
+
+def assert_nothing_left(state: dict[str, Any], names: list[str]) -> None:
+    """No process of the lab (by marker and by recorded PID), no port, no temp dir, no
+    state file."""
+    lab_id = state["lab_id"]
+    names = sorted({"supervisor", *names, *(n["name"] for n in state["nodes"])})
+    alive = {name: marked_pids(node_marker(lab_id, name)) for name in names}
+    assert not any(alive.values()), f"lab processes left: {alive}"
+    pids = [n["pid"] for n in state["nodes"] if n["pid"]] + [state.get("supervisor_pid") or 0]
+    assert not [pid for pid in pids if pid and procs.is_alive(pid)]
+    ports = {port for node in state["nodes"] for port in node["ports"]}
+    assert not ports & listening_ports(), "a lab port still listens"
+    assert not Path(state["temp_dir"]).exists()
+    assert lab_id not in recorded_lab_ids()
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("spotlab-state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(directory))
+        yield directory
+
+
+@pytest.fixture(scope="module")
+def lab(state_dir: Path) -> Iterator[SpotLab]:
+    with spot_lab(SMALL) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def preemption(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One preemption of spot-0 while a task runs there, and a task after it."""
+    out = tmp_path_factory.mktemp("observe") / "observe.jsonl"
+    driver = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(out)], cwd=REPO, env={**os.environ, **lab.driver_env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_until(lambda: out.exists() and out.read_text().count("\n") >= 2, 90,
+                   "the observing task")
+        lab.interrupt("spot-0")
+        stdout, stderr = driver.communicate(timeout=120)
+    finally:
+        procs.stop(driver)
+    assert driver.returncode == 0, stderr[-2000:]
+    wait_until(lambda: [e for e in lab.events() if e["event"] == "join" and e.get("replaces")], 30,
+               "the replacement's join event")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return {"driver": json.loads(stdout.strip().splitlines()[-1]), "task": rows,
+            "events": lab.events(), "nodes": lab.nodes()}
+
+
+def first(events: list[dict[str, Any]], kind: str, node: str) -> dict[str, Any]:
+    return next(e for e in events if e["event"] == kind and e["node"] == node)
+
+
+def test_task_sees_notice_and_drain_before_its_node_dies(preemption: dict[str, Any]) -> None:
+    task, events = preemption["task"], preemption["events"]
+    spot0 = next(n for n in preemption["nodes"] if n["name"] == "spot-0")
+    assert task[0]["endpoint"] == spot0["notice_endpoint"]  # the node's own endpoint
+    assert task[0]["node"] == first(events, "notice", "spot-0")["ray_node_id"]
+    dead = first(events, "dead", "spot-0")["t"]
+    seen_notice = next(r for r in task[1:] if r["notice"])
+    seen_draining = next(r for r in task[1:] if r["draining"])
+    assert seen_notice["t"] < dead and seen_draining["t"] < dead
+    assert not any(r["notice"] or r["draining"] for r in task[1:]
+                   if r["t"] < first(events, "notice", "spot-0")["t"])
+    assert seen_notice["notice_time"] == pytest.approx(
+        first(events, "notice", "spot-0")["deadline"], abs=1.0)
+    assert preemption["driver"]["observe_error"] in ("NodeDiedError", "WorkerCrashedError")
+    assert first(events, "draining", "spot-0")["t"] < dead
+
+
+def test_notice_to_death_is_the_warning(preemption: dict[str, Any]) -> None:
+    events = preemption["events"]
+    notice = first(events, "notice", "spot-0")
+    dead = first(events, "dead", "spot-0")
+    kill = first(events, "kill", "spot-0")
+    assert dead["t"] - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
+    assert kill["t"] - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
+
+
+def test_replacement_joins_and_takes_work(preemption: dict[str, Any]) -> None:
+    events = preemption["events"]
+    join = next(e for e in events if e["event"] == "join" and e["replaces"] == "spot-0")
+    assert join["node"] == "spot-1" and join["slot"] == 0
+    assert join["t"] >= first(events, "kill", "spot-0")["t"] + SMALL.replace_delay_s
+    assert preemption["driver"]["next_spot_node"] == join["ray_node_id"]
+    endpoints = {n["name"]: n["notice_endpoint"] for n in preemption["nodes"]}
+    assert endpoints["spot-1"] != endpoints["spot-0"]  # a new instance, a new endpoint
+
+
+def test_two_labs_do_not_collide_and_an_exception_removes_one(lab: SpotLab) -> None:
+    first_lab_pids = {n["name"]: n["pid"] for n in lab.nodes()}
+    with pytest.raises(RuntimeError, match="boom"):
+        with spot_lab(SMALL) as other:
+            state = snapshot(other.lab_id)
+            ours, theirs = lab.nodes(), other.nodes()
+            assert not ({p for n in ours for p in n["ports"]}
+                        & {p for n in theirs for p in n["ports"]})
+            assert other.temp_dir != lab.temp_dir and other.ray_address != lab.ray_address
+            assert (other.temp_dir / "ray_auth_token").read_text() != (
+                lab.temp_dir / "ray_auth_token").read_text()
+            raise RuntimeError("boom")
+    assert_nothing_left(state, [])
+    head = next(n for n in lab.nodes() if n["name"] == "head")
+    assert procs.is_alive(first_lab_pids["head"]) and head["pid"] == first_lab_pids["head"]
+
+
+CHILD = """
+import sys
+from spotlab import SpotLabConfig, spot_lab
+with spot_lab(SpotLabConfig(spot=1, on_demand=1, alpha=1.0)):
+    pass
+"""
+
+
+def test_ctrl_c_during_start_up_leaves_nothing(state_dir: Path) -> None:
+    before = set(recorded_lab_ids())
+    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        lab_id = wait_until(lambda: (set(recorded_lab_ids()) - before) or None, 60,
+                            "the lab's state file").pop()
+        state = wait_until(lambda: (s := snapshot(lab_id))["nodes"] and s["nodes"][0]["pid"]
+                           and s, 60, "the head node's start")
+        assert not state["up"]
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=90)
+    finally:
+        procs.stop(child)
+    assert child.returncode != 0 and "KeyboardInterrupt" in stderr
+    assert_nothing_left(state, ["head", "od-0", "spot-0"])
