@@ -342,3 +342,127 @@ def leftovers(c: Context, stack: str = "dev", endpoint_url: str | None = None) -
     if not report.clean:
         raise Exit(render_leftovers(report), code=1)
     print(render_leftovers(report))
+
+
+# --- the local spot lab (spot nodes that get a notice, drain, die and are replaced) ---------
+
+SPOT_LAB_HELP = {
+    "spot": "Spot worker nodes (0-16), preempted by the chosen model",
+    "on_demand": "On-demand worker nodes (0-16), never preempted",
+    "learner": "Learner nodes (0-16): on-demand, with the `learner` resource",
+    "cpus_per_node": "CPUs each worker node offers to Ray (1-64)",
+    "head_cpus": "CPUs the head offers to Ray (default 0: no work on the head)",
+    "alpha": "Markov model: availability α in (0, 1]; 1 = never preempted",
+    "refresh": "Markov model: seconds between chain steps (the paper's 2 s / 20)",
+    "trace": "Price model: a describe-spot-price-history JSON file (needs --bid)",
+    "bid": "Price model: $/h; every spot node is preempted while the price is above it",
+    "zone": "Price trace: availability zone to replay",
+    "product": "Price trace: ProductDescription to replay",
+    "trace_compression": "Price trace: trace seconds per lab second (the paper's 2000)",
+    "warning": "Seconds from the notice to the kill (AWS's 120 s / 20)",
+    "replace_delay": "Seconds from a kill until capacity may bring a replacement node",
+    "on_demand_price": "$/h of an on-demand node, for the lab's bill",
+    "seed": "Seed of the preemption chains",
+    "lab": "Spot lab id (needed only when several spot labs are up)",
+}
+
+
+def _spot_lab_errors() -> tuple[type[Exception], ...]:
+    from spotlab import SpotLabConfigError, SpotLabNotFound
+
+    return (SpotLabConfigError, SpotLabNotFound, ValueError)
+
+
+def _int_flag(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise Exit(f"error: --{name}: {value!r} is not an integer", code=2) from None
+
+
+def _float_flag(name: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise Exit(f"error: --{name}: {value!r} is not a number", code=2) from None
+
+
+@task(auto_shortflags=False, help={k: SPOT_LAB_HELP[k] for k in (
+    "spot", "on_demand", "learner", "cpus_per_node", "head_cpus", "alpha", "refresh", "trace",
+    "bid", "zone", "product", "trace_compression", "warning", "replace_delay",
+    "on_demand_price", "seed")})
+def spot_lab_up(c: Context, spot: str = "3", on_demand: str = "1", learner: str = "0",
+                cpus_per_node: str = "1", head_cpus: str = "0", alpha: str = "0.9",
+                refresh: str = "0.1", trace: str | None = None, bid: str | None = None,
+                zone: str = "ca-central-1b", product: str = "SUSE Linux",
+                trace_compression: str = "2000", warning: str = "6",
+                replace_delay: str = "3", on_demand_price: str = "0.286",
+                seed: str = "0") -> None:
+    """Start a local spot lab and leave it running (its supervisor preempts spot nodes)."""
+    import json
+
+    from spotlab import SpotLabConfig, start_lab
+
+    try:
+        config = SpotLabConfig(
+            spot=_int_flag("spot", spot),
+            on_demand=_int_flag("on-demand", on_demand),
+            learner=_int_flag("learner", learner),
+            cpus_per_node=_int_flag("cpus-per-node", cpus_per_node),
+            head_cpus=_int_flag("head-cpus", head_cpus),
+            alpha=_float_flag("alpha", alpha),
+            refresh_s=_float_flag("refresh", refresh),
+            trace=trace,
+            bid=None if bid is None else _float_flag("bid", bid),
+            zone=zone,
+            product=product,
+            trace_compression=_float_flag("trace-compression", trace_compression),
+            warning_s=_float_flag("warning", warning),
+            replace_delay_s=_float_flag("replace-delay", replace_delay),
+            on_demand_price=_float_flag("on-demand-price", on_demand_price),
+            seed=_int_flag("seed", seed),
+        )
+        lab = start_lab(config)
+    except _spot_lab_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print(json.dumps({"lab_id": lab.lab_id, "ray_address": lab.ray_address,
+                      "dashboard_url": lab.dashboard_url, "driver_env": lab.driver_env,
+                      "events": str(lab.events_path)}, indent=2))
+    print(f"spot lab {lab.lab_id} is up; watch it with `invoke spot-lab-status --lab "
+          f"{lab.lab_id}`, remove it with `invoke spot-lab-down --lab {lab.lab_id}`",
+          file=sys.stderr)
+
+
+@task(auto_shortflags=False,
+      help={"lab": SPOT_LAB_HELP["lab"], "json": "Print the status as JSON"})
+def spot_lab_status(c: Context, lab: str | None = None, json: bool = False) -> None:
+    """Show a spot lab's nodes, its recorded events, measured delays and its bill so far."""
+    import json as json_module
+
+    from spotlab import lab_status
+    from spotlab.report import format_status, summary
+
+    try:
+        status = lab_status(lab)
+    except _spot_lab_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    if json:
+        print(json_module.dumps({**status, "measured": summary(status["events"])}, indent=2))
+    else:
+        print(format_status(status))
+
+
+@task(auto_shortflags=False,
+      help={"lab": SPOT_LAB_HELP["lab"],
+            "save_events": "Copy the lab's events.jsonl here before removing the lab"})
+def spot_lab_down(c: Context, lab: str | None = None, save_events: str | None = None) -> None:
+    """Remove a spot lab: its supervisor, nodes, temp dir and state, exactly what it created."""
+    from pathlib import Path
+
+    from spotlab import stop_lab
+
+    try:
+        removed = stop_lab(lab, save_events=Path(save_events) if save_events else None)
+    except _spot_lab_errors() as error:
+        raise Exit(f"error: {error}", code=2) from None
+    print("\n".join(f"removed {item}" for item in removed))

@@ -1,7 +1,8 @@
 """When spot capacity is there, per spot slot, time-compressed and seeded.
 
 `markov`: the DOLL paper's two-state chain per slot (workloads.doll.preemption), one step every
-refresh; a slot is preempted when its chain goes down and may be refilled once it is up again.
+refresh; a slot is preempted when its chain goes down and may be refilled once it is up again;
+α = 1 means never preempted (then only `spotlab.lab.interrupt` preempts).
 `trace`: a spot price trace replayed with a bid; every slot is preempted while the price is
 above the bid (one zone, one price) and refilled once it is not.
 """
@@ -28,6 +29,8 @@ class SpotCapacity:
         if self.config.preemption_model == "trace":
             assert self.config.bid is not None
             return [self.price(lab_s) <= self.config.bid] * self.config.spot
+        if self.config.alpha >= 1.0:  # availability 1: never preempted
+            return [True] * self.config.spot
         due = int(lab_s // self.config.refresh_s)
         while self._steps < due:  # every refresh, missed ones too: the schedule is the seed's
             self._up = self._chains.step()

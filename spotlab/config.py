@@ -25,7 +25,8 @@ class SpotLabConfigError(ValueError):
 
 
 def flag(field_name: str) -> str:
-    return "--" + field_name.replace("_", "-")
+    """The command-line flag of a setting: `warning_s` is `--warning` (in seconds)."""
+    return "--" + field_name.removesuffix("_s").replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class SpotLabConfig:
     on_demand_price: float = 0.286
     seed: int = 0
     object_store_mb: int = 100
+    dashboard: bool = True
+    """The head's dashboard (and Ray Jobs API) on loopback; off makes a quicker lab."""
 
     def __post_init__(self) -> None:
         for name in ("spot", "on_demand", "learner"):

@@ -87,7 +87,10 @@ class NoticeEndpoint:
         self.port: int = self._server.server_address[1]
         self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name=f"notice-endpoint-{self.port}", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"notice-endpoint-{self.port}",
+            daemon=True,
         )
         self._thread.start()
 

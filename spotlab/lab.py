@@ -46,7 +46,7 @@ class SpotLab:
 
     lab_id: str
     ray_address: str
-    dashboard_url: str
+    dashboard_url: str | None
     driver_env: dict[str, str]
     """Environment of a driver of this lab: RAY_ADDRESS and the lab's token (by path)."""
     events_path: Path

@@ -52,6 +52,8 @@ def load_state(lab_id: str | None = None) -> dict[str, Any]:
     """The state of lab `lab_id`, or of the only recorded lab when none is given."""
     if lab_id is None:
         known = recorded_lab_ids()
+        if not known:
+            raise SpotLabNotFound(f"no spot lab is up (none recorded in {state_dir()})")
         if len(known) != 1:
             listing = ", ".join(known) or "none"
             raise SpotLabNotFound(f"--lab: {len(known)} spot labs recorded in {state_dir()} "

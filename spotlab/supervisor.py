@@ -39,6 +39,7 @@ from workloads.common.billing import Meter
 
 READY_LINE = "spotlab supervisor: lab is up"
 TICK_S = 0.1
+SAVE_EVERY_S = 2.0
 NODE_START_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 
@@ -72,14 +73,15 @@ def node_ports() -> RayPorts:
 
 
 def ray_node_argv(spec: NodeSpec, ports: RayPorts, *, head_address: str, temp_dir: Path,
-                  object_store_mb: int) -> list[str]:
+                  object_store_mb: int, dashboard: bool = True) -> list[str]:
     """`ray start --block` for one lab node: its pool's labels and placement resources."""
     labels = ",".join(f"{key}={value}" for key, value in node_labels(spec.pool).items())
     argv = [str(Path(sys.executable).with_name("ray")), "start", "--block"]
     if spec.pool == POOL_HEAD:
-        argv += [f"--port={ports.gcs}", "--head", "--dashboard-host=127.0.0.1",
-                 f"--dashboard-port={ports.dashboard}",
+        argv += [f"--port={ports.gcs}", "--head",
                  f"--ray-client-server-port={ports.client_server}"]
+        argv += ["--dashboard-host=127.0.0.1", f"--dashboard-port={ports.dashboard}"] \
+            if dashboard else ["--include-dashboard=false"]
     else:
         argv.append(f"--address={head_address}")
     return argv + [
@@ -145,6 +147,7 @@ class Supervisor:
         self.gcs: Any = None
         self.lock = threading.RLock()  # the loop's tick vs a node's kill at its deadline
         self.stopping = False
+        self.saved_at = 0.0
         self.state["supervisor_pid"] = os.getpid()
         self._save()
 
@@ -182,7 +185,8 @@ class Supervisor:
         self.state["up_at"] = self.up_at
         self.state["description"] = {
             "ray_address": self.head_address,
-            "dashboard_url": f"http://127.0.0.1:{head.ports.dashboard}",
+            "dashboard_url": f"http://127.0.0.1:{head.ports.dashboard}"
+            if self.config.dashboard else None,
             "driver_env": {**lab_env(self.temp_dir), "RAY_ADDRESS": self.head_address},
             "events": str(self.events_path),
         }
@@ -216,7 +220,8 @@ class Supervisor:
             DRAIN_TIMEOUT_ENV: str(self.config.warning_s) if spec.pool == POOL_SPOT else "0",
         }
         argv = ray_node_argv(spec, ports, head_address=self.head_address or "",
-                             temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb)
+                             temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb,
+                             dashboard=self.config.dashboard)
         process = procs.spawn(argv, env=env, log_path=self._log(spec.name))
         record["pid"] = process.pid
         self._save()
@@ -254,6 +259,8 @@ class Supervisor:
                                                  slot), replaces=replaced)
                 self._event("replacement-started", node, slot=slot, replaces=replaced)
         self._bill(now)
+        if now - self.saved_at >= SAVE_EVERY_S:  # the bill so far, for spot-lab-status
+            self._save()
 
     def _preempt(self, node: Node, now: float) -> None:
         node.notice_at = now
@@ -353,6 +360,7 @@ class Supervisor:
                                      self.meter.spot_up_s,
                                      "observed_alpha": self.meter.observed_alpha}
         save_state(self.state)
+        self.saved_at = time.time()
 
     def _log(self, name: str) -> Path:
         return self.temp_dir / "logs" / f"{name}.log"

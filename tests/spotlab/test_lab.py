@@ -27,7 +27,7 @@ WARNING_S = 4.0
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("spot_driver.py")
 SMALL = SpotLabConfig(spot=1, on_demand=0, cpus_per_node=1, alpha=1.0, warning_s=WARNING_S,
-                      replace_delay_s=1.0, object_store_mb=80)
+                      replace_delay_s=1.0, object_store_mb=80, dashboard=False)
 """One spot node never preempted by its chain (α = 1): the tests interrupt it by hand."""
 
 
@@ -167,7 +167,7 @@ def test_two_labs_do_not_collide_and_an_exception_removes_one(lab: SpotLab) -> N
 CHILD = """
 import sys
 from spotlab import SpotLabConfig, spot_lab
-with spot_lab(SpotLabConfig(spot=1, on_demand=1, alpha=1.0)):
+with spot_lab(SpotLabConfig(spot=1, on_demand=1, alpha=1.0, dashboard=False)):
     pass
 """
 
