@@ -247,7 +247,10 @@ class Supervisor:
         for node in list(self.nodes.values()):
             self._watch_node(node, infos, draining, now)
             slot = node.spec.slot
-            if (slot is not None and node.notice_at is None and node.exited_at is None
+            # Only a node that has joined is preempted: one still booting gets its notice
+            # once it is up, if its capacity is still gone by then.
+            if (slot is not None and node.ray_id is not None and node.notice_at is None
+                    and node.exited_at is None
                     and (not available[slot] or node.spec.name in requested)):
                 self._preempt(node, now)
         for slot, (since, replaced) in sorted(self.vacant.items()):
