@@ -401,6 +401,7 @@ def spot_lab_up(c: Context, spot: str = "3", on_demand: str = "1", learner: str 
     """Start a local spot lab and leave it running (its supervisor preempts spot nodes)."""
     import json
 
+    from procs import ProcessNotReady
     from spotlab import SpotLabConfig, start_lab
 
     try:
@@ -425,6 +426,8 @@ def spot_lab_up(c: Context, spot: str = "3", on_demand: str = "1", learner: str 
         lab = start_lab(config)
     except _spot_lab_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
+    except ProcessNotReady as error:  # removed again; the message ends with the log's tail
+        raise Exit(f"error: the spot lab did not start: {error}", code=1) from None
     print(json.dumps({"lab_id": lab.lab_id, "ray_address": lab.ray_address,
                       "dashboard_url": lab.dashboard_url, "driver_env": lab.driver_env,
                       "events": str(lab.events_path)}, indent=2))

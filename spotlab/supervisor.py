@@ -41,6 +41,7 @@ READY_LINE = "spotlab supervisor: lab is up"
 TICK_S = 0.1
 SAVE_EVERY_S = 2.0
 NODE_START_TIMEOUT_S = 120.0
+START_ATTEMPTS = 3
 DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 
 
@@ -155,21 +156,35 @@ class Supervisor:
 
     def start(self) -> None:
         specs = self.config.nodes()
-        head = self._start_node(specs[0])
-        procs.wait_for_file_line(head.process, self._log(head.spec.name), "Ray runtime started",
-                                 timeout_s=NODE_START_TIMEOUT_S, name="the head node")
+        for attempt in range(1, START_ATTEMPTS + 1):
+            head = self._start_node(specs[0])
+            try:
+                procs.wait_for_file_line(head.process, self._log(head.spec.name),
+                                         "Ray runtime started", timeout_s=NODE_START_TIMEOUT_S,
+                                         name="the head node")
+                break
+            except procs.ProcessNotReady:
+                if attempt == START_ATTEMPTS:
+                    raise
+                self._retry(head)
         self.head_address = f"127.0.0.1:{head.ports.gcs}"
         self._connect()
         for spec in specs[1:]:
             self._start_node(spec)
+        attempts = {spec.name: 1 for spec in specs}
         deadline = time.monotonic() + NODE_START_TIMEOUT_S
         while not all(node.ray_id for node in self.nodes.values()):
             self._watch_joins(self._ray_nodes(), record=False)
-            for node in self.nodes.values():
-                if node.process.poll() is not None:
+            for node in list(self.nodes.values()):
+                if node.process.poll() is None or node.ray_id:
+                    continue
+                if attempts[node.spec.name] == START_ATTEMPTS or node.spec.pool == POOL_HEAD:
                     raise procs.ProcessNotReady(
                         f"node {node.spec.name} exited {node.process.returncode}: "
                         f"{procs.log_tail(self._log(node.spec.name))}")
+                attempts[node.spec.name] += 1
+                self._retry(node)
+                self._start_node(node.spec)
             if time.monotonic() > deadline:
                 missing = [n.spec.name for n in self.nodes.values() if not n.ray_id]
                 raise procs.ProcessNotReady(f"nodes {', '.join(missing)} did not join within "
@@ -192,6 +207,13 @@ class Supervisor:
         }
         self._save()
         print(READY_LINE, flush=True)
+
+    def _retry(self, node: Node) -> None:
+        """A node whose `ray start` gave up (Ray allows its raylet 30 s to register, which a
+        busy machine can exceed): remove what is left of it before starting it again."""
+        say(f"node {node.spec.name} did not start (exit {node.process.poll()}); retrying")
+        procs.stop_pids(self._node_pids(node), grace_s=5.0)
+        node.endpoint.close()
 
     def _connect(self) -> None:
         """A GCS client with the lab's token, without a driver (no core worker, no signal
