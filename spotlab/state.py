@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from netem.lab.state import state_dir as two_site_state_dir
+
 STATE_DIR_ENV = "SPOTBURST_SPOTLAB_STATE_DIR"
 
 
@@ -23,12 +25,10 @@ class SpotLabNotFound(LookupError):
 
 
 def state_dir() -> Path:
+    """Beside the two-site labs' directory: /run/spotburst/spotlabs as root."""
     if STATE_DIR_ENV in os.environ:
         return Path(os.environ[STATE_DIR_ENV])
-    if os.geteuid() == 0:
-        return Path("/run/spotburst/spotlabs")
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or str(Path.home() / ".cache")
-    return Path(runtime) / "spotburst" / "spotlabs"
+    return two_site_state_dir().parent / "spotlabs"
 
 
 def state_path(lab_id: str) -> Path:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +22,8 @@ from netem.lab.description import LabDescription
 from netem.lab.processes import is_alive, marked_pids, terminate
 from netem.lab.state import LabNotFound, LabState, load_state
 from netem.profile import Profile
+from procs import interrupts_ignored as _interrupts_ignored
+from procs import sigterm_raises_interrupt as _sigterm_raises_interrupt
 from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN
 
 KINDS = ("auto", "netns", "process")
@@ -170,34 +170,3 @@ def _leftovers(state: LabState) -> list[str]:
     if state.temp_dir and Path(state.temp_dir).exists():
         remaining.append(f"directory {state.temp_dir}")
     return remaining
-
-
-@contextmanager
-def _sigterm_raises_interrupt() -> Iterator[None]:
-    """In the main thread, SIGTERM raises KeyboardInterrupt so the lab is removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _interrupts_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
-                                                                     signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
