@@ -185,6 +185,7 @@ class Supervisor:
                 attempts[node.spec.name] += 1
                 self._retry(node)
                 self._start_node(node.spec)
+                deadline = time.monotonic() + NODE_START_TIMEOUT_S  # the retry's own time
             if time.monotonic() > deadline:
                 missing = [n.spec.name for n in self.nodes.values() if not n.ray_id]
                 raise procs.ProcessNotReady(f"nodes {', '.join(missing)} did not join within "
