@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,6 @@ class Node:
     exited_at: float | None = None
     dead_at: float | None = None
     killed_at: float | None = None
-    flags: set[str] = field(default_factory=set)
 
     @property
     def gone(self) -> bool:
