@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
 from workloads.common.billing import Meter
+from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
 from workloads.doll.options import DollOptions
