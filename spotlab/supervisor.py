@@ -329,8 +329,11 @@ class Supervisor:
             self._event("dead", node)
 
     def _vacate(self, node: Node, now: float) -> None:
+        """The node's slot waits for capacity and a replacement. A replacement that never
+        joined passes on the name of the node it was to replace."""
         assert node.spec.slot is not None
-        self.vacant.setdefault(node.spec.slot, (now, node.spec.name))
+        replaced = node.replaces if node.ray_id is None and node.replaces else node.spec.name
+        self.vacant.setdefault(node.spec.slot, (now, replaced))
 
     def _watch_joins(self, infos: dict[int, dict[str, Any]], *, record: bool) -> None:
         for node in self.nodes.values():

@@ -113,7 +113,7 @@ def first(events: list[dict[str, Any]], kind: str, node: str) -> dict[str, Any]:
 
 def test_task_sees_notice_and_drain_before_its_node_dies(preemption: dict[str, Any]) -> None:
     task, events = preemption["task"], preemption["events"]
-    spot0 = next(n for n in preemption["nodes"] if n["name"] == "spot-0")
+    spot0 = {n["name"]: n for n in preemption["nodes"]}["spot-0"]  # its last start
     assert task[0]["endpoint"] == spot0["notice_endpoint"]  # the node's own endpoint
     assert task[0]["node"] == first(events, "notice", "spot-0")["ray_node_id"]
     dead = first(events, "dead", "spot-0")["t"]
