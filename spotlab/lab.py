@@ -28,7 +28,7 @@ from spotlab.config import SpotLabConfig
 from spotlab.state import load_state, save_state, state_path
 from spotlab.supervisor import READY_LINE, lab_env, node_marker
 
-START_TIMEOUT_S = 240.0
+START_TIMEOUT_S = 600.0
 Progress = Callable[[str], None]
 
 

@@ -155,36 +155,21 @@ class Supervisor:
 
     def start(self) -> None:
         specs = self.config.nodes()
-        for attempt in range(1, START_ATTEMPTS + 1):
-            head = self._start_node(specs[0])
-            try:
-                procs.wait_for_file_line(head.process, self._log(head.spec.name),
-                                         "Ray runtime started", timeout_s=NODE_START_TIMEOUT_S,
-                                         name="the head node")
-                break
-            except procs.ProcessNotReady:
-                if attempt == START_ATTEMPTS:
-                    raise
-                self._retry(head)
+        head = self._start_ready(specs[0])
         self.head_address = f"127.0.0.1:{head.ports.gcs}"
         self._connect()
         for spec in specs[1:]:
-            self._start_node(spec)
-        attempts = {spec.name: 1 for spec in specs}
+            # One at a time: Ray gives a raylet 30 s to register, which several nodes starting
+            # together on a busy machine can miss.
+            self._start_ready(spec)
         deadline = time.monotonic() + NODE_START_TIMEOUT_S
         while not all(node.ray_id for node in self.nodes.values()):
             self._watch_joins(self._ray_nodes(), record=False)
-            for node in list(self.nodes.values()):
-                if node.process.poll() is None or node.ray_id:
-                    continue
-                if attempts[node.spec.name] == START_ATTEMPTS or node.spec.pool == POOL_HEAD:
+            for node in self.nodes.values():
+                if node.process.poll() is not None:
                     raise procs.ProcessNotReady(
                         f"node {node.spec.name} exited {node.process.returncode}: "
                         f"{procs.log_tail(self._log(node.spec.name))}")
-                attempts[node.spec.name] += 1
-                self._retry(node)
-                self._start_node(node.spec)
-                deadline = time.monotonic() + NODE_START_TIMEOUT_S  # the retry's own time
             if time.monotonic() > deadline:
                 missing = [n.spec.name for n in self.nodes.values() if not n.ray_id]
                 raise procs.ProcessNotReady(f"nodes {', '.join(missing)} did not join within "
@@ -207,6 +192,21 @@ class Supervisor:
         }
         self._save()
         print(READY_LINE, flush=True)
+
+    def _start_ready(self, spec: NodeSpec) -> Node:
+        """Start a node and wait until its `ray start` says it runs; retry if it gives up."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            node = self._start_node(spec)
+            try:
+                procs.wait_for_file_line(node.process, self._log(spec.name),
+                                         "Ray runtime started", timeout_s=NODE_START_TIMEOUT_S,
+                                         name=f"node {spec.name}")
+                return node
+            except procs.ProcessNotReady:
+                if attempt == START_ATTEMPTS:
+                    raise
+                self._retry(node)
+        raise AssertionError("unreachable")
 
     def _retry(self, node: Node) -> None:
         """A node whose `ray start` gave up (Ray allows its raylet 30 s to register, which a
