@@ -116,13 +116,27 @@ def outputs(c: Context, stack: str = "dev", show_secrets: bool = False) -> None:
     _pulumi(["stack", "output", *(["--show-secrets"] if show_secrets else [])], stack)
 
 
-@task(help={"quick": "Skip mypy (the slowest check) and run ruff and pytest only"})
+def _ci_only_markers() -> list[str]:
+    """The pytest markers registered in pyproject.toml: tests that start Ray, a lab, moto or
+    other processes, or compute for seconds. `test --quick` leaves them to CI."""
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())
+    return [line.split(":")[0] for line in config["tool"]["pytest"]["ini_options"]["markers"]]
+
+
+@task(help={"quick": "Local check in well under a minute: ruff and the tests that start no Ray, "
+                     "lab, moto_server or other process and compute little (pytest markers); "
+                     "no mypy. CI runs everything"})
 def test(c: Context, quick: bool = False) -> None:
-    """Run the checks CI runs: ruff, mypy over components/stacks/tasks.py, then pytest."""
+    """Run the checks CI runs: ruff, mypy, then pytest (every test)."""
     python = sys.executable
     c.run(f"{python} -m ruff check .", echo=True)
-    if not quick:
-        c.run(f"{python} -m mypy", echo=True)
+    if quick:
+        c.run(f"{python} -m pytest -m 'not ({' or '.join(_ci_only_markers())})'", echo=True)
+        return
+    c.run(f"{python} -m mypy", echo=True)
     c.run(f"{python} -m pytest", echo=True)
 
 
@@ -171,32 +185,29 @@ def fetch_prices(c: Context, instance_type: str = "c5.xlarge", region: str = "us
 # --- network emulation and the local two-site lab -----------------------------------------
 
 PROFILE_HELP = "Profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
-KIND_HELP = ("auto (netns when root, else process), netns (namespaces + tc) or process "
-             "(one namespace, user-space throttling)")
-
-
 def _netem_errors() -> tuple[type[Exception], ...]:
-    from launch.netem_aws import StackOutputsError
-    from netem.lab import LabNotFound
+    from netem.lab import LabNotFound, LabUnavailable
     from netem.profile import ProfileError
+    from stacks.outputs import StackOutputsError
 
-    return (ProfileError, LabNotFound, StackOutputsError, ValueError,
+    return (ProfileError, LabNotFound, LabUnavailable, StackOutputsError, ValueError,
             pulumi_cli.PulumiCliMissing)
 
 
-@task(help={"bw": BW_HELP, "profile": PROFILE_HELP, "kind": KIND_HELP,
+@task(help={"bw": BW_HELP, "profile": PROFILE_HELP,
             "cloud_nodes": "Number of cloud Ray nodes (1-8)",
             "hpc_cpus": "CPUs the HPC worker node offers to Ray",
             "cloud_cpus": "CPUs each cloud node offers to Ray"})
-def lab_up(c: Context, bw: str | None = None, profile: str | None = None, kind: str = "auto",
+def lab_up(c: Context, bw: str | None = None, profile: str | None = None,
            cloud_nodes: int = 1, hpc_cpus: int = 2, cloud_cpus: int = 2) -> None:
-    """Bring the local two-site lab up and leave it running; prints its description (JSON)."""
+    """Bring the local two-site lab up (needs root and ip netns) and leave it running;
+    prints its description (JSON)."""
     import json
 
     from launch.lab import lab_up as start
 
     try:
-        lab = start(bw, profile, kind, cloud_nodes, hpc_cpus, cloud_cpus)
+        lab = start(bw, profile, cloud_nodes, hpc_cpus, cloud_cpus)
     except _netem_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
     print(json.dumps(lab.to_dict(), indent=2))
@@ -228,19 +239,19 @@ def lab_status(c: Context, lab: str | None = None) -> None:
         raise Exit(f"error: {error}", code=2) from None
 
 
-@task(help={"bw": BW_HELP, "profile": PROFILE_HELP, "kind": KIND_HELP,
+@task(help={"bw": BW_HELP, "profile": PROFILE_HELP,
             "out": "Directory for link.json (default results/measure-link/<timestamp>)",
             "seconds": "Seconds of streaming per direction"})
 def measure_link(c: Context, bw: str | None = None, profile: str | None = None,
-                 out: str | None = None, kind: str = "auto", seconds: float = 4.0) -> None:
-    """Bring a lab up, measure the link both ways with a TCP stream, tear it down, print."""
+                 out: str | None = None, seconds: float = 4.0) -> None:
+    """Bring a lab up, measure its shaped link both ways with a TCP stream, tear it down."""
     import time
 
     from launch.lab import measure
 
     out = out or f"results/measure-link/{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        _, table = measure(bw, profile, out, kind, seconds)
+        _, table = measure(bw, profile, out, seconds)
     except _netem_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
     print(table)

@@ -1,8 +1,9 @@
 """Burst benchmark: both workloads at 30, 100 and 200 Mbit/s in the local two-site lab, both
 schedulers side by side in each run; prints the speedup (default / data-aware) and each
-scheduler's makespan / lower bound per case. Takes several minutes.
+scheduler's makespan / lower bound per case. Takes several minutes; needs the lab (root,
+ip netns).
 
-    /work/venv/bin/python benchmarks/burst_speedup.py [--out DIR] [--bw 30,100,200]
+    python -m benchmarks.burst_speedup [--out DIR] [--bw 30,100,200]
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from launch.burst import run_burst  # noqa: E402
-from workloads.burst.options import BurstOptions  # noqa: E402
+from launch.burst import run_burst
+from workloads.burst.options import BurstOptions
 
 WORKLOADS = ("image", "param-server")
 
@@ -34,7 +33,8 @@ def row(workload: str, summary: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.burst_speedup",
+                                     description=__doc__.splitlines()[0])
     stamp = time.strftime("%Y%m%dT%H%M%S")
     parser.add_argument(
         "--out", default=f"results/benchmarks/burst/{stamp}", help="folder for every case's results"

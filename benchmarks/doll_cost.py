@@ -6,7 +6,7 @@ seeds), the ratio the chosen allocation predicts, the paper's continuous bound, 
 fraction of seeds that met the deadline, the mean finish/deadline, and the Ray overhead per
 parameter-server update as a fraction of the update's time.
 
-    python benchmarks/doll_cost.py [--seeds 0,1,2] [--preemption markov|kill] [--json FILE]
+    python -m benchmarks.doll_cost [--seeds 0,1,2] [--preemption markov|kill] [--json FILE]
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def table(rows: list[dict[str, Any]], seeds: list[int]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.doll_cost",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     parser.add_argument(
         "--preemption",

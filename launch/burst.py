@@ -4,24 +4,24 @@ default) or on the AWS burst stack, its figures drawn here from the records that
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import procs
 from launch import pulumi_cli
-from launch.netem_aws import StackOutputsError, format_statuses, netem_on_stack
+from launch.netem_aws import NodeStatus, format_statuses, netem_on_stack
 from launch.options import BurstLabOptions
 from launch.ssm_tunnel import ssm_port_forward
 from launch.targets import Remote, run_remote
 from launch.workload import WorkloadRun, workload_run
-from netem.lab import LabDescription, two_site_lab
+from netem.lab import LabDescription, require_lab_support, two_site_lab
 from netem.profile import Profile, load_profile
-from vocab.burst import ROLE_LOGIN, SITE_ONPREM
+from stacks.outputs import read_burst_outputs
+from vocab.burst import SITE_CLOUD, SITE_ONPREM, site_of
 from vocab.ports import DASHBOARD_PORT
 from workloads.burst.figures import draw, draw_sweep
 from workloads.burst.options import BURST_SPEC, BurstOptions
@@ -35,12 +35,15 @@ Show = Callable[[str], None]
 Watch = Callable[[str, LabDescription], None]
 
 
-def full_options(options: BurstOptions, profile: Profile, **launcher: Any) -> BurstOptions:
-    """The user's options with what the launcher sets: the profile, and per target the lab,
-    the folders, the bucket (checked again)."""
+def full_options(
+    options: BurstOptions, profile: Profile, shaped_mbit: float, **launcher: Any
+) -> BurstOptions:
+    """The user's options with what the launcher sets: the profile and the rate tc was
+    really given on the on-prem -> cloud link, and per target the lab, the folders, the
+    bucket (checked again)."""
     return replace(
         options,
-        bandwidth_mbit=profile.cross_site(SITE_ONPREM).bandwidth_mbit,
+        bandwidth_mbit=shaped_mbit,
         profile=profile.name,
         **launcher,
     )
@@ -72,6 +75,7 @@ def run_burst(
     if stack:
         run_on_stack(options, profile, local_out, stack, show)
     else:
+        require_lab_support()  # one line saying what the lab needs, before anything starts
         run_in_lab(options, lab or BurstLabOptions(), profile, local_out, show, watch)
     draw(local_out)  # the driver has printed the table per scheduler already
     return local_out
@@ -94,6 +98,7 @@ def lab_driver_argv(
     full = full_options(
         options,
         profile,
+        lab.rate_mbit[f"{SITE_ONPREM}->{SITE_CLOUD}"],
         lab=lab.kind,
         target=f"lab:{lab.kind}",
         out=str(local_out),
@@ -117,12 +122,12 @@ def run_in_lab(
     Ctrl-C or failure)."""
     with two_site_lab(
         profile,
-        kind=lab_options.kind,
         cloud_nodes=lab_options.cloud_nodes,
         hpc_cpus=lab_options.hpc_cpus,
         cloud_cpus=lab_options.cloud_cpus,
     ) as lab:
         run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch)
+        write_shaping(local_out, {"lab": lab.kind, "profile": lab.profile, **lab.shaping})
 
 
 def run_driver(
@@ -130,53 +135,56 @@ def run_driver(
 ) -> None:
     """The driver at the lab's on-prem site, its output shown line by line; `watch` sees
     every line too (the fault test kills a node on one)."""
-    with _driver(lab.command(argv)) as driver:
+    driver = procs.spawn(lab.command(argv), cwd=PROJECT_DIR, merge_stderr=True)
+    try:
         assert driver.stdout is not None
         for line in driver.stdout:
             show(line.rstrip("\n"))
             if watch is not None:
                 watch(line, lab)
         code = driver.wait()
+    finally:
+        procs.stop(driver, grace_s=20)
     if code != 0:
         raise RuntimeError(f"the burst driver exited with status {code}")
 
 
-@contextmanager
-def _driver(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
-    process = subprocess.Popen(
-        argv, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+def write_shaping(local_out: Path, shaping: dict[str, Any]) -> None:
+    """shaping.json: the shaping really applied while the run ran (the lab's tc rates, or
+    every stack node's), next to the results."""
+    local_out.mkdir(parents=True, exist_ok=True)
+    (local_out / "shaping.json").write_text(json.dumps(shaping, indent=2) + "\n")
 
 
-def burst_outputs(outputs: dict[str, Any]) -> tuple[str, str, str]:
-    """(login instance id, bucket, region) from the burst stack's outputs."""
-    ids = outputs.get("burstInstanceIds")
-    logins = ids.get(ROLE_LOGIN) if isinstance(ids, dict) else None
-    if not logins or not isinstance(logins, list):
-        raise StackOutputsError(
-            f"stack output burstInstanceIds has no {ROLE_LOGIN!r} instance; "
-            "is the burst stack deployed?"
-        )
-    missing = [key for key in ("bucketName", "region") if not outputs.get(key)]
-    if missing:
-        raise StackOutputsError(f"the stack has no output {', '.join(missing)}")
-    return str(logins[0]), str(outputs["bucketName"]), str(outputs["region"])
+def stack_shaping(stack: str, statuses: list[NodeStatus]) -> dict[str, Any]:
+    return {
+        "lab": "aws",
+        "stack": stack,
+        "method": "tc htb+tbf on every burst node's egress to the other site (SSM)",
+        "nodes": [
+            {"role": s.role, "instance": s.instance_id, "interface": s.interface,
+             "rate_mbit": s.rate_mbit, "delay_applied": s.delay_applied}
+            for s in statuses
+        ],
+    }
 
 
-def stack_run(options: BurstOptions, profile: Profile, bucket: str) -> WorkloadRun:
+def shaped_rate(statuses: list[NodeStatus]) -> float:
+    """The one on-prem -> cloud rate every on-prem node was given."""
+    rates = {s.rate_mbit for s in statuses
+             if site_of(s.role) == SITE_ONPREM and s.rate_mbit is not None}
+    if len(rates) != 1:
+        raise RuntimeError(f"the on-prem burst nodes were not shaped to one rate: {rates}")
+    return rates.pop()
+
+
+def stack_run(
+    options: BurstOptions, profile: Profile, bucket: str, shaped_mbit: float
+) -> WorkloadRun:
     full = full_options(
         options,
         profile,
+        shaped_mbit,
         lab="aws",
         data_dir=f"{AWS_SHARE}/inputs",
         stage_dir=f"{AWS_SHARE}/staged",
@@ -199,20 +207,22 @@ def run_on_stack(
     """Shape the burst nodes via SSM, submit through an SSM tunnel to the login node's
     dashboard, bring the results back through the bucket, then reset the shaping."""
     outputs = outputs if outputs is not None else pulumi_cli.stack_outputs(stack)
-    login, bucket, region = burst_outputs(outputs)
+    burst = read_burst_outputs(outputs, stack)
     statuses = netem_on_stack(stack, profile, outputs=outputs, ssm=ssm)
     show(format_statuses(statuses))
     try:
         if not all(status.ok for status in statuses):
             raise RuntimeError("shaping the burst nodes failed (see above); nothing was run")
-        with ssm_port_forward(login, DASHBOARD_PORT, region) as port:
+        run = stack_run(options, profile, burst.bucket_name, shaped_rate(statuses))
+        with ssm_port_forward(burst.login_instance, DASHBOARD_PORT, burst.region) as port:
             remote = Remote(
                 address=f"http://127.0.0.1:{port}",
                 label=f"stack:{stack}",
-                bucket=bucket,
-                region=region,
+                bucket=burst.bucket_name,
+                region=burst.region,
             )
-            run_remote(stack_run(options, profile, bucket), remote, local_out, show)
+            run_remote(run, remote, local_out, show)
+        write_shaping(local_out, stack_shaping(stack, statuses))
     finally:
         show(format_statuses(netem_on_stack(stack, None, outputs=outputs, ssm=ssm)))
 

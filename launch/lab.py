@@ -11,11 +11,11 @@ from netem.measure import format_table, measure_link
 from netem.profile import load_profile
 
 
-def lab_up(bw: str | None, profile: str | None, kind: str, cloud_nodes: int,
-           hpc_cpus: int, cloud_cpus: int) -> LabDescription:
+def lab_up(bw: str | None, profile: str | None, cloud_nodes: int, hpc_cpus: int,
+           cloud_cpus: int) -> LabDescription:
     """Start a lab for the profile (a name, a file or --bw) and leave it running."""
-    return start_lab(load_profile(profile, bw), kind=kind, cloud_nodes=cloud_nodes,
-                     hpc_cpus=hpc_cpus, cloud_cpus=cloud_cpus)
+    return start_lab(load_profile(profile, bw), cloud_nodes=cloud_nodes, hpc_cpus=hpc_cpus,
+                     cloud_cpus=cloud_cpus)
 
 
 def lab_down(lab_id: str | None) -> list[str]:
@@ -28,8 +28,8 @@ def lab_report(lab_id: str | None) -> str:
     return json.dumps(status, indent=2)
 
 
-def measure(bw: str | None, profile: str | None, out: str, kind: str,
+def measure(bw: str | None, profile: str | None, out: str,
             seconds: float) -> tuple[dict[str, Any], str]:
     """Measure a fresh lab's link both ways; returns link.json's content and a table."""
-    link = measure_link(load_profile(profile, bw), Path(out), kind=kind, seconds=seconds)
+    link = measure_link(load_profile(profile, bw), Path(out), seconds=seconds)
     return link, format_table(link)

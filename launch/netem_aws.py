@@ -18,14 +18,11 @@ from typing import Any
 from launch.ssm import InvocationResult, run_script
 from netem.profile import Profile
 from netem.tc import reset_commands, shaping_commands
+from stacks.outputs import BurstOutputs, read_burst_outputs
 from vocab.burst import ROLES, SITE_CLOUD, SITE_ONPREM, peer_site, site_of
 
 DISCOVER_MARK = "spotburst-discover"
 Runner = Callable[[list[str], list[str], str], dict[str, InvocationResult]]
-
-
-class StackOutputsError(ValueError):
-    """The stack lacks an output the netem task needs, or it has the wrong shape."""
 
 
 @dataclass(frozen=True)
@@ -57,33 +54,22 @@ def netem_on_stack(stack: str, profile: Profile | None, *,
         from launch.pulumi_cli import stack_outputs
 
         outputs = stack_outputs(stack)
-    nodes, cidrs = burst_nodes(outputs)
+    burst = read_burst_outputs(outputs, stack)
     if ssm is None:
         import boto3
 
-        ssm = boto3.client("ssm", region_name=outputs.get("region"))
+        ssm = boto3.client("ssm", region_name=burst.region)
 
     def run(instance_ids: list[str], lines: list[str], comment: str
             ) -> dict[str, InvocationResult]:
         return run_script(ssm, instance_ids, lines, comment)
 
-    return apply_profile(nodes, cidrs, profile, run)
+    return apply_profile(burst_nodes(burst), burst.site_cidrs, profile, run)
 
 
-def burst_nodes(outputs: dict[str, Any]) -> tuple[list[BurstNode], dict[str, str]]:
-    """The nodes by role and the site CIDRs from the burst stack's outputs."""
-    ids = outputs.get("burstInstanceIds")
-    cidrs = outputs.get("burstSiteCidrs")
-    if not isinstance(ids, dict) or not all(isinstance(ids.get(r), list) for r in ROLES):
-        raise StackOutputsError("stack output burstInstanceIds must map login, hpc and cloud "
-                                f"to lists of instance ids, got {ids!r}")
-    if not isinstance(cidrs, dict) or set(cidrs) != {SITE_ONPREM, SITE_CLOUD}:
-        raise StackOutputsError("stack output burstSiteCidrs must map onprem and cloud to "
-                                f"CIDRs, got {cidrs!r}")
-    nodes = [BurstNode(role, instance) for role in ROLES for instance in ids[role]]
-    if not nodes:
-        raise StackOutputsError("stack output burstInstanceIds lists no instances")
-    return nodes, {site: str(cidr) for site, cidr in cidrs.items()}
+def burst_nodes(burst: BurstOutputs) -> list[BurstNode]:
+    """Every burst node, by role in the order login, hpc, cloud."""
+    return [BurstNode(role, instance) for role in ROLES for instance in burst.instance_ids[role]]
 
 
 def apply_profile(nodes: list[BurstNode], cidrs: dict[str, str], profile: Profile | None,

@@ -1,7 +1,9 @@
 """Run the real stack program offline, under Pulumi mocks: no CLI, no cloud, no credentials.
 
 Used by `invoke plan` and by the infrastructure tests. Every registered resource is recorded
-with its parent, so callers can walk the tree the program would create.
+with its parent, so callers can walk the tree the program would create. Pulumi's resource
+deserialisation is patched only when `run_offline` runs (never on import), so nothing that
+merely imports this module (or reads stack config) runs with Pulumi patched.
 """
 
 from __future__ import annotations
@@ -9,11 +11,9 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi import Resource
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
@@ -21,11 +21,10 @@ from pulumi.runtime.sync_await import _sync_await
 
 from stacks.config import PROJECT, SpotburstConfig, parse_config
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 MOCK_ACCOUNT = "123456789012"
 
 # Resource references deserialised off the main thread rehydrate on another event loop and
-# hang or fail at random (pulumi issues 6465/6561); keep them as URN strings there.
+# hang or fail at random (pulumi issues 6465/6561); under mocks, keep them as URN strings there.
 _deserialize_resource = rpc.deserialize_resource
 
 
@@ -35,7 +34,9 @@ def _urn_off_main_thread(ref_struct: Any, keep_unknowns: bool | None = None) -> 
     return _deserialize_resource(ref_struct, keep_unknowns)
 
 
-rpc.deserialize_resource = _urn_off_main_thread
+def _patch_for_mocks() -> None:
+    """Only for a mocked run in this process (idempotent)."""
+    rpc.deserialize_resource = _urn_off_main_thread
 
 
 @dataclass(frozen=True)
@@ -155,27 +156,12 @@ class _RecordingMonitor(mocks.MockMonitor):
         return response
 
 
-def stack_config_file(stack: str) -> Path:
-    return PROJECT_DIR / f"Pulumi.{stack}.yaml"
-
-
-def read_stack_config(stack: str) -> dict[str, str]:
-    """`Pulumi.<stack>.yaml` as the raw config the Pulumi engine hands the program."""
-    path = stack_config_file(stack)
-    if not path.exists():
-        raise FileNotFoundError(f"no config for stack {stack!r}: {path} does not exist")
-    document = yaml.safe_load(path.read_text()) or {}
-    values = document.get("config") or {}
-    return {
-        key: value if isinstance(value, str) else json.dumps(value) for key, value in values.items()
-    }
-
-
 def run_offline(raw_config: dict[str, str], stack: str = "dev") -> OfflineRun:
     """Validate the config, then run the stack program under mocks and wait for every resource."""
     from stacks.program import build
 
     config = parse_config(raw_config, stack)
+    _patch_for_mocks()
     monitor = _RecordingMonitor(_CloudMocks(config.region))
     mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(raw_config)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
-LAB_KINDS = ("auto", "netns", "process")
 BW_HELP = (
     "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
     "(31/55/83/106/160/210), any other positive number shapes to exactly that"
@@ -50,12 +49,6 @@ class TargetOptions(StackTarget):
 class BurstLabOptions:
     """The local two-site lab a burst run brings up (ignored with --stack)."""
 
-    kind: str = option(
-        "auto",
-        "lab kind: auto (netns when root, else process), netns (namespaces + tc) or process "
-        "(one namespace, user-space throttling)",
-        choices=LAB_KINDS,
-    )
     cloud_nodes: int = option(1, "local lab: number of cloud Ray nodes", minimum=1, maximum=8)
     hpc_cpus: int = option(2, "local lab: CPUs of the HPC worker node", minimum=1)
     cloud_cpus: int = option(2, "local lab: CPUs of each cloud node", minimum=1)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from launch.costs import CostEstimate, estimate_hourly_cost, load_price_table
-from launch.offline import DeclaredResource, OfflineRun, read_stack_config, run_offline
+from launch.offline import DeclaredResource, OfflineRun, run_offline
+from launch.stack_config import read_stack_config
 from stacks import outputs
 from stacks.config import NODE_POOLS
 

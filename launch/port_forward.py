@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from tempfile import NamedTemporaryFile
 
-from launch.tunnel import free_local_port, tunnel
+from launch.tunnel import tunnel
+from netem.ports import free_local_port
 
 
 @contextmanager

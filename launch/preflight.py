@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launch.offline import read_stack_config
+from launch.stack_config import read_stack_config
 from stacks.config import parse_config
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from launch.tunnel import free_local_port, tunnel
+from launch.tunnel import tunnel
+from netem.ports import free_local_port
 
 READY_TEXT = "Waiting for connections"
 

@@ -4,7 +4,6 @@ a port-forward, results through its bucket). Results always land in the same loc
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from launch.port_forward import port_forward
 from launch.ray_jobs import run_job
 from launch.working_dir import staged_working_dir
 from launch.workload import WorkloadRun
+from stacks.outputs import read_ray_cluster_outputs
 from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
@@ -25,7 +25,6 @@ from workloads.common.storage import LocalStorage, copy_all, open_storage
 from workloads.common.transport import find_in_log
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
-STACK_KEYS = ("dollKubeconfig", "dollNamespace", "dollHeadService", "bucketName", "region")
 
 
 class TargetError(ValueError):
@@ -108,22 +107,13 @@ def run_remote(
 def stack_remote(stack: str) -> Iterator[Remote]:
     """The stack's RayCluster head, port-forwarded here, with its bucket and region."""
     outputs: dict[str, Any] = pulumi_cli.stack_outputs(stack, show_secrets=True)
-    missing = [key for key in STACK_KEYS if not outputs.get(key)]
-    if missing:
-        raise TargetError(
-            f"stack {stack!r} has no output {', '.join(missing)} "
-            f"(found: {', '.join(sorted(outputs)) or 'none'}); is DOLL enabled and deployed?"
-        )
-    kubeconfig = outputs["dollKubeconfig"]
+    doll = read_ray_cluster_outputs(outputs, stack, "doll")
     with port_forward(
-        kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig),
-        str(outputs["dollNamespace"]),
-        str(outputs["dollHeadService"]),
-        DASHBOARD_PORT,
+        doll.kubeconfig, doll.namespace, doll.head_service, DASHBOARD_PORT
     ) as local_port:
         yield Remote(
             address=f"http://127.0.0.1:{local_port}",
             label=f"stack:{stack}",
-            bucket=str(outputs["bucketName"]),
-            region=str(outputs["region"]),
+            bucket=doll.bucket_name,
+            region=doll.region,
         )

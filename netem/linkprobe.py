@@ -2,7 +2,7 @@
 
 `receive` listens, prints {"ready": true}, reads one connection to its end and prints the
 payload rate it saw (first byte to end of stream, so the sender's queue drain is counted).
-`send` writes for a fixed time, optionally paced in user space (the process lab).
+`send` writes as fast as the link lets it for a fixed time.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import socket
 import sys
 import time
 
-from netem.throttle import TokenBucket
-
 BUFFER_BYTES = 64 * 1024
+READY = json.dumps({"ready": True})
 
 
 def receive(port: int, timeout_s: float) -> dict[str, float]:
@@ -24,7 +23,7 @@ def receive(port: int, timeout_s: float) -> dict[str, float]:
         server.bind(("0.0.0.0", port))
         server.listen(1)
         server.settimeout(timeout_s)
-        print(json.dumps({"ready": True}), flush=True)
+        print(READY, flush=True)
         connection, _ = server.accept()
         with connection:
             connection.settimeout(timeout_s)
@@ -38,15 +37,12 @@ def receive(port: int, timeout_s: float) -> dict[str, float]:
     return {"bytes": total, "seconds": seconds, "mbit": total * 8 / seconds / 1e6}
 
 
-def send(host: str, port: int, seconds: float, rate_mbit: float | None) -> dict[str, float]:
-    bucket = TokenBucket(rate_mbit) if rate_mbit else None
+def send(host: str, port: int, seconds: float) -> dict[str, float]:
     payload = b"\0" * BUFFER_BYTES
     sent = 0
     with socket.create_connection((host, port), timeout=30) as connection:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            if bucket is not None:
-                bucket.take(len(payload))
             connection.sendall(payload)
             sent += len(payload)
     return {"bytes": sent}
@@ -62,13 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     sender.add_argument("--host", required=True)
     sender.add_argument("--port", type=int, required=True)
     sender.add_argument("--seconds", type=float, default=4.0)
-    sender.add_argument("--rate-mbit", type=float, default=None,
-                        help="pace in user space (process lab)")
     args = parser.parse_args(argv)
     if args.role == "receive":
         result = receive(args.port, args.timeout)
     else:
-        result = send(args.host, args.port, args.seconds, args.rate_mbit)
+        result = send(args.host, args.port, args.seconds)
     print(json.dumps(result), flush=True)
     return 0
 

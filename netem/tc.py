@@ -29,6 +29,20 @@ TBF_LATENCY = "30ms"
 
 
 @dataclass(frozen=True)
+class AppliedShaping:
+    """What was really applied to a link, as every result records it: the tbf rate given to
+    tc per direction ("onprem->cloud", "cloud->onprem") and whether delay/jitter/loss were."""
+
+    method: str
+    rate_mbit: dict[str, float]
+    delay_applied: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"method": self.method, "rate_mbit": dict(self.rate_mbit),
+                "delay_applied": self.delay_applied}
+
+
+@dataclass(frozen=True)
 class ShapingCommands:
     apply: list[list[str]]
     reset: list[list[str]]

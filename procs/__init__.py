@@ -30,10 +30,12 @@ def spawn(
     log_path: Path | None = None,
     cwd: Path | None = None,
     new_session: bool = True,
+    merge_stderr: bool = False,
 ) -> subprocess.Popen[str]:
     """Start `argv`. Output goes to `log_path` (appended) or, without one, to a pipe that
-    `wait_for_line` reads. `env` is added to this process's environment. In a new session by
-    default, so a terminal's Ctrl-C reaches only the owner, who then stops it by PID."""
+    `wait_for_line` reads (stderr too with merge_stderr, else a pipe of its own). `env` is
+    added to this process's environment. In a new session by default, so a terminal's
+    Ctrl-C reaches only the owner, who then stops it by PID."""
     full_env = {**os.environ, **(env or {})}
     if log_path is None:
         return subprocess.Popen(
@@ -42,7 +44,7 @@ def spawn(
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             text=True,
             start_new_session=new_session,
         )
@@ -66,11 +68,14 @@ def wait_for_line(
     *,
     timeout_s: float,
     name: str,
+    drain: bool = True,
 ) -> str:
     """Read the process's stdout pipe until a line contains `ready` (or satisfies it);
     return that line. The rest of its output keeps being drained in the background, or the
-    process would block once the pipe fills. Raises ProcessNotReady with its stderr if it
-    exits first or stays silent past `timeout_s` (it is then stopped)."""
+    process would block once the pipe fills; with drain=False the caller reads it instead,
+    from `process.stdout` (not `communicate()`, which would miss lines already read ahead
+    into its buffer). Raises ProcessNotReady with its
+    stderr if it exits first or stays silent past `timeout_s` (it is then stopped)."""
     if process.stdout is None:
         raise ValueError(f"{name}: wait_for_line needs a process spawned without log_path")
     matches = ready if callable(ready) else (lambda line: ready in line)
@@ -85,6 +90,8 @@ def wait_for_line(
     try:
         for line in process.stdout:
             if matches(line):
+                if not drain:
+                    return line
                 threading.Thread(target=process.stdout.read, daemon=True).start()
                 if process.stderr is not None:
                     threading.Thread(target=process.stderr.read, daemon=True).start()

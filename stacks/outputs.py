@@ -1,7 +1,19 @@
-"""Every stack output name, in one place: the stack exports under these names and `launch/`
-reads them back. (Plain names for now; typed readers may join them here.)"""
+"""Every stack output, named once, and read back typed.
+
+The stack program (stacks/*.py) exports under these names; `launch/` reads a deployed stack's
+outputs (`pulumi stack output --json`) through the readers below, which check shape and name
+the output that is missing or malformed in one line. Pure: no Pulumi import, so reading
+outputs never needs the Pulumi engine.
+"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vocab.burst import ROLE_LOGIN, ROLES, SITE_CLOUD, SITE_ONPREM, SITES
 
 REGION = "region"
 BUCKET_NAME = "bucketName"
@@ -53,3 +65,109 @@ def ray_cluster_outputs(experiment: str) -> tuple[str, ...]:
         head_service(experiment),
         token_secret(experiment),
     )
+
+
+Outputs = Mapping[str, Any]
+
+
+class StackOutputsError(ValueError):
+    """A stack output a task needs is missing or has the wrong shape."""
+
+
+@dataclass(frozen=True)
+class RayClusterOutputs:
+    """What a `--stack` run of an experiment on its Kubernetes RayCluster needs."""
+
+    kubeconfig: str
+    """The cluster's kubeconfig as JSON text (a secret)."""
+    namespace: str
+    head_service: str
+    bucket_name: str
+    region: str
+
+
+@dataclass(frozen=True)
+class BurstOutputs:
+    instance_ids: dict[str, tuple[str, ...]]
+    """Role -> its instances' ids; exactly one login node."""
+    site_cidrs: dict[str, str]
+    bucket_name: str
+    region: str
+
+    @property
+    def login_instance(self) -> str:
+        return self.instance_ids[ROLE_LOGIN][0]
+
+
+def read_ray_cluster_outputs(outputs: Outputs, stack: str, experiment: str) -> RayClusterOutputs:
+    """The outputs a run of `experiment` on its RayCluster needs (read with secrets shown,
+    for the kubeconfig)."""
+    _require(outputs, stack, (kubeconfig(experiment), namespace(experiment),
+                              head_service(experiment), BUCKET_NAME, REGION),
+             f"is {experiment} enabled and deployed?")
+    config = outputs[kubeconfig(experiment)]
+    if isinstance(config, dict):
+        config = json.dumps(config)
+    return RayClusterOutputs(
+        kubeconfig=_text(outputs, kubeconfig(experiment), config),
+        namespace=_text(outputs, namespace(experiment)),
+        head_service=_text(outputs, head_service(experiment)),
+        bucket_name=_text(outputs, BUCKET_NAME),
+        region=_text(outputs, REGION),
+    )
+
+
+def read_burst_outputs(outputs: Outputs, stack: str) -> BurstOutputs:
+    """The outputs a burst run and `invoke netem` need."""
+    _require(outputs, stack, (BURST_INSTANCE_IDS, BURST_SITE_CIDRS, BUCKET_NAME, REGION),
+             "is the burst experiment enabled and deployed?")
+    return BurstOutputs(
+        instance_ids=parse_burst_instance_ids(outputs[BURST_INSTANCE_IDS]),
+        site_cidrs=parse_burst_site_cidrs(outputs[BURST_SITE_CIDRS]),
+        bucket_name=_text(outputs, BUCKET_NAME),
+        region=_text(outputs, REGION),
+    )
+
+
+def parse_burst_instance_ids(value: Any) -> dict[str, tuple[str, ...]]:
+    """The one reader of burstInstanceIds: {login: [id], hpc: [ids], cloud: [ids]}, every
+    role present, exactly one login node, ids non-empty strings."""
+    expected = f"an object mapping {', '.join(ROLES)} to lists of instance ids"
+    if not isinstance(value, dict):
+        raise StackOutputsError(f"stack output {BURST_INSTANCE_IDS} must be {expected}, "
+                                f"got {value!r}")
+    ids: dict[str, tuple[str, ...]] = {}
+    for role in ROLES:
+        listed = value.get(role)
+        if not isinstance(listed, list) or not all(isinstance(i, str) and i for i in listed):
+            raise StackOutputsError(f"stack output {BURST_INSTANCE_IDS}.{role} must be a list "
+                                    f"of instance ids, got {listed!r}")
+        ids[role] = tuple(listed)
+    if len(ids[ROLE_LOGIN]) != 1:
+        raise StackOutputsError(f"stack output {BURST_INSTANCE_IDS}.{ROLE_LOGIN} must list "
+                                f"exactly one instance, got {len(ids[ROLE_LOGIN])}")
+    return ids
+
+
+def parse_burst_site_cidrs(value: Any) -> dict[str, str]:
+    if (not isinstance(value, dict) or set(value) != set(SITES)
+            or not all(isinstance(cidr, str) and cidr for cidr in value.values())):
+        raise StackOutputsError(f"stack output {BURST_SITE_CIDRS} must map {SITE_ONPREM} and "
+                                f"{SITE_CLOUD} to CIDRs, got {value!r}")
+    return {site: str(value[site]) for site in SITES}
+
+
+def _require(outputs: Outputs, stack: str, names: tuple[str, ...], hint: str) -> None:
+    missing = [name for name in names if outputs.get(name) in (None, "", [], {})]
+    if missing:
+        raise StackOutputsError(
+            f"stack {stack!r} has no output {', '.join(missing)} "
+            f"(found: {', '.join(sorted(outputs)) or 'none'}); {hint}"
+        )
+
+
+def _text(outputs: Outputs, name: str, value: Any = None) -> str:
+    value = outputs[name] if value is None else value
+    if not isinstance(value, str) or not value:
+        raise StackOutputsError(f"stack output {name} must be a non-empty string, got {value!r}")
+    return value

@@ -7,7 +7,8 @@ from launch.account.aws import AwsAccount
 from launch.account.checks import CheckResult, Status, run_preflight
 from launch.account.leftovers import LeftoverReport, find_leftovers
 from launch.account.scale import StackScale, cluster_names_from_plan, scale_from_plan
-from launch.offline import OfflineRun, read_stack_config, run_offline
+from launch.offline import OfflineRun, run_offline
+from launch.stack_config import read_stack_config
 from stacks.fields import ConfigError
 
 

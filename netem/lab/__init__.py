@@ -3,7 +3,9 @@
 from netem.lab.description import LabDescription
 from netem.lab.lab import (
     LabTeardownError,
+    LabUnavailable,
     lab_status,
+    require_lab_support,
     running_lab,
     start_lab,
     stop_lab,
@@ -15,8 +17,10 @@ __all__ = [
     "LabDescription",
     "LabNotFound",
     "LabTeardownError",
+    "LabUnavailable",
     "lab_status",
     "recorded_lab_ids",
+    "require_lab_support",
     "running_lab",
     "start_lab",
     "stop_lab",

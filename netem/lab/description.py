@@ -13,12 +13,12 @@ from vocab.burst import LABEL_SITE, SITE_ONPREM
 class LabDescription:
     lab_id: str
     kind: str
-    """"netns" (namespaces, tbf in the kernel) or "process" (one namespace, user-space throttle)."""
+    """Always "netns": network namespaces, the site link shaped by tc in the kernel."""
     profile: str
     profile_source: str
-    target_mbit: dict[str, float]
-    delay_applied: bool
-    shaping: str
+    shaping: dict[str, Any]
+    """What tc was given (netem.tc.AppliedShaping.to_dict()): method, rate_mbit per
+    direction, delay_applied. Results record this, never the profile's wish."""
     notes: list[str]
     ray_address: str
     """GCS address for `ray.init(address=...)`; reachable from the on-prem site (`command`)."""
@@ -33,6 +33,15 @@ class LabDescription:
     nodes: list[dict[str, Any]]
     temp_dir: str
     state_file: str
+
+    @property
+    def rate_mbit(self) -> dict[str, float]:
+        """The tbf rate applied per direction ("onprem->cloud", "cloud->onprem")."""
+        return dict(self.shaping["rate_mbit"])
+
+    @property
+    def delay_applied(self) -> bool:
+        return bool(self.shaping["delay_applied"])
 
     def command(self, argv: list[str], site: str = SITE_ONPREM) -> list[str]:
         """`argv` made to run at `site` (the workload driver runs on-prem, like the login)."""

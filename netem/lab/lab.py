@@ -17,20 +17,34 @@ from typing import Any
 
 from netem.lab import netns
 from netem.lab.addressing import node_specs
-from netem.lab.build import Progress, build_netns, build_process
+from netem.lab.build import Progress, build_lab
 from netem.lab.description import LabDescription
-from netem.lab.processes import is_alive, marked_pids, terminate
+from netem.lab.processes import marked_pids
 from netem.lab.state import LabNotFound, LabState, load_state
 from netem.profile import Profile
-from procs import interrupts_ignored as _interrupts_ignored
-from procs import sigterm_raises_interrupt as _sigterm_raises_interrupt
+from procs import interrupts_ignored, is_alive, sigterm_raises_interrupt, stop_pids
 from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN
-
-KINDS = ("auto", "netns", "process")
 
 
 class LabTeardownError(RuntimeError):
     """Something the lab created is still there; the state file is kept for a retry."""
+
+
+class LabUnavailable(RuntimeError):
+    """This machine cannot build the lab (not root, no `ip netns`); nothing was started."""
+
+
+def require_lab_support() -> None:
+    """Raise LabUnavailable, with one line saying what is needed, unless a lab can be built.
+
+    There is no unshaped fallback: a result labelled with a bandwidth must have run on a
+    link shaped to it."""
+    supported, reason = netns.netns_supported()
+    if not supported:
+        raise LabUnavailable(
+            "the two-site lab needs root and iproute2 network namespaces (ip netns, tc) "
+            f"({reason}); run as root or use --address/--stack"
+        )
 
 
 def print_progress(message: str) -> None:
@@ -38,15 +52,15 @@ def print_progress(message: str) -> None:
 
 
 @contextmanager
-def two_site_lab(profile: Profile, *, kind: str = "auto", progress: Progress = print_progress,
+def two_site_lab(profile: Profile, *, progress: Progress = print_progress,
                  **options: Any) -> Iterator[LabDescription]:
     """A running lab for the `with` block; removed on exit, exception, Ctrl-C or SIGTERM.
 
     options: login_cpus, hpc_cpus, cloud_cpus, cloud_nodes, object_store_mb (see start_lab).
     """
-    lab = start_lab(profile, kind=kind, progress=progress, **options)
+    lab = start_lab(profile, progress=progress, **options)
     try:
-        with _sigterm_raises_interrupt():
+        with sigterm_raises_interrupt():
             yield lab
     finally:
         stop_lab(lab.lab_id, progress=progress)
@@ -55,7 +69,6 @@ def two_site_lab(profile: Profile, *, kind: str = "auto", progress: Progress = p
 def start_lab(
     profile: Profile,
     *,
-    kind: str = "auto",
     login_cpus: int = 1,
     hpc_cpus: int = 2,
     cloud_cpus: int = 2,
@@ -64,7 +77,7 @@ def start_lab(
     progress: Progress = print_progress,
 ) -> LabDescription:
     """Bring a lab up and leave it running; on any failure or interrupt, remove it again."""
-    resolved = _resolve_kind(kind)
+    require_lab_support()
     nodes = node_specs(cloud_nodes)
     cpus = {ROLE_LOGIN: login_cpus, ROLE_HPC: hpc_cpus, ROLE_CLOUD: cloud_cpus}
     for role, count in cpus.items():
@@ -72,14 +85,13 @@ def start_lab(
             raise ValueError(f"{role}_cpus must be >= 0, got {count}")
     if object_store_mb < 80:
         raise ValueError(f"object_store_mb must be >= 80 (Ray's minimum), got {object_store_mb}")
-    state = LabState(lab_id=secrets.token_hex(3), kind=resolved)
+    state = LabState(lab_id=secrets.token_hex(3))
     try:
-        with _sigterm_raises_interrupt():
-            builder = build_netns if resolved == "netns" else build_process
-            description = builder(state, profile, nodes, cpus, object_store_mb << 20, progress)
+        with sigterm_raises_interrupt():
+            description = build_lab(state, profile, nodes, cpus, object_store_mb << 20, progress)
         state.description = description.to_dict()
         state.save()
-        progress(f"lab {state.lab_id} is up ({resolved}): Ray at {description.ray_address}")
+        progress(f"lab {state.lab_id} is up: Ray at {description.ray_address}")
         return description
     except BaseException:
         progress(f"lab {state.lab_id} did not come up: removing what it created")
@@ -94,18 +106,18 @@ def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progr
     """
     state = lab if isinstance(lab, LabState) else load_state(lab)
     removed: list[str] = []
-    with _interrupts_ignored():
+    with interrupts_ignored():
         pids = _lab_pids(state)
         if pids:
             progress(f"stopping {len(pids)} lab processes")
         # The recorded `ray start --block` processes first: each stops its own node cleanly.
-        leftover = terminate(set(state.pids) & pids, grace_s=10)
+        leftover = stop_pids(set(state.pids) & pids, grace_s=10)
         for _ in range(3):  # then whatever is left, and anything started meanwhile
             rest = _lab_pids(state) - leftover
             if not rest:
                 break
             pids |= rest
-            leftover |= terminate(rest)
+            leftover |= stop_pids(rest, grace_s=15)
         removed += [f"pid {pid}" for pid in sorted(pids - leftover)]
         for namespace in state.namespaces:
             netns.delete_namespace(namespace)
@@ -136,24 +148,12 @@ def lab_status(lab_id: str | None = None) -> dict[str, Any]:
     live_namespaces = netns.existing_namespaces() if state.namespaces else set()
     return {
         "lab_id": state.lab_id,
-        "kind": state.kind,
         "up": state.description is not None,
         "processes_alive": sorted(pid for pid in _lab_pids(state)),
         "namespaces_present": [ns for ns in state.namespaces if ns in live_namespaces],
         "description": state.description,
         "state_file": str(state.path),
     }
-
-
-def _resolve_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-    supported, reason = netns.netns_supported()
-    if kind == "netns" and not supported:
-        raise RuntimeError(f"a netns lab needs root, ip, tc and mount: {reason}")
-    if kind == "auto":
-        return "netns" if supported else "process"
-    return kind
 
 
 def _lab_pids(state: LabState) -> set[int]:

@@ -17,17 +17,21 @@ from netem.lab.addressing import (
 )
 from netem.lab.processes import run_checked
 from netem.profile import Profile
-from netem.tc import shaping_commands
+from netem.tc import AppliedShaping, shaping_commands
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, SITES, peer_site
 
 
 def netns_supported() -> tuple[bool, str]:
-    """Whether this process can build a netns lab, and why not when it cannot."""
+    """Whether this process can build the lab, and why not when it cannot."""
     if os.geteuid() != 0:
         return False, "not root"
     missing = [tool for tool in ("ip", "tc", "mount") if shutil.which(tool) is None]
     if missing:
-        return False, f"missing {', '.join(missing)}"
+        return False, f"{', '.join(missing)} not installed"
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                             check=False)
+    if listing.returncode != 0:
+        return False, f"`ip netns` fails: {listing.stderr.strip()}"
     return True, ""
 
 
@@ -87,10 +91,14 @@ def netem_available(namespace: str) -> bool:
     return True
 
 
+SHAPING_METHOD = "tc htb+tbf on both ends of the lab's site link (kernel)"
+
+
 def shape(namespaces: dict[str, str], profile: Profile, netem: bool,
-          progress: Callable[[str], None]) -> bool:
-    """Apply the profile on both ends of the site link; returns whether delay was applied."""
+          progress: Callable[[str], None]) -> AppliedShaping:
+    """Apply the profile on both ends of the site link; returns what tc was given."""
     delay_applied = netem
+    rates: dict[str, float] = {}
     for site in SITES:
         shaping = shaping_commands(profile, SITE_LINK_INTERFACE[site], site,
                                    SITE_CIDR[peer_site(site)], netem_available=netem)
@@ -99,7 +107,8 @@ def shape(namespaces: dict[str, str], profile: Profile, netem: bool,
         for command in shaping.apply:
             run_checked(in_ns(namespaces[site], command), f"shaping {site}")
         delay_applied = delay_applied and shaping.delay_applied
-    return delay_applied
+        rates[f"{site}->{peer_site(site)}"] = shaping.rate_mbit
+    return AppliedShaping(SHAPING_METHOD, rates, delay_applied)
 
 
 def _veth(ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:

@@ -51,9 +51,17 @@ def wait_tcp(host: str, port: int, timeout_s: float) -> dict[str, Any]:
 def wait_ray_nodes(address: str, count: int, timeout_s: float) -> dict[str, Any]:
     import ray
 
-    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    deadline = time.monotonic() + timeout_s
+    while True:  # a GCS that accepts connections may not have its head node registered yet
+        try:
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+            break
+        except ConnectionError:
+            ray.shutdown()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(POLL_S)
     try:
-        deadline = time.monotonic() + timeout_s
         alive: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             alive = [node for node in ray.nodes() if node["Alive"]]

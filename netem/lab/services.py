@@ -1,4 +1,5 @@
-"""The lab's processes: the S3 endpoint (moto_server) and one `ray start` per node."""
+"""The lab's processes: the S3 endpoint (moto_server) and one `ray start` per node, started
+with `procs` and watched while readiness probes run."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import procs
 from netem.lab.addressing import NodeSpec
-from netem.lab.processes import LabCommandError, spawn
 from netem.lab.state import LabState
 from vocab.burst import ROLE_LOGIN
 from vocab.ports import RayPorts
 from vocab.ray_start import ray_start_args
 
 PROBE_POLL_S = 0.2
+Watched = dict[str, subprocess.Popen[str]]
 
 
 class LabStartError(RuntimeError):
@@ -23,9 +25,9 @@ class LabStartError(RuntimeError):
 
 
 def start_process(state: LabState, name: str, argv: list[str], env: dict[str, str],
-                  watched: dict[str, subprocess.Popen[bytes]]) -> None:
+                  watched: Watched) -> None:
     """Spawn one long-running lab process, record its PID at once, watch it from now on."""
-    process = spawn(argv, env, log_path(state, name))
+    process = procs.spawn(argv, env=env, log_path=log_path(state, name))
     state.pids.append(process.pid)
     state.save()
     watched[name] = process
@@ -53,20 +55,17 @@ def ray_node_argv(node: NodeSpec, *, head_address: str, num_cpus: int, ports: Ra
 
 
 def probe(state: LabState, argv: list[str], what: str, timeout_s: float,
-          watched: dict[str, subprocess.Popen[bytes]]) -> dict[str, object]:
-    """Run a readiness probe while checking that no watched lab process has died."""
-    probe_argv = [*argv, "--timeout", str(timeout_s)]
-    process = subprocess.Popen(probe_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+          watched: Watched) -> dict[str, object]:
+    """Run a readiness probe (it prints one JSON line and exits) while checking that no
+    watched lab process has died."""
+    process = procs.spawn([*argv, "--timeout", str(timeout_s)])
     try:
         while process.poll() is None:
             _fail_on_dead(state, watched)
             time.sleep(PROBE_POLL_S)
         out, err = process.communicate()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        procs.stop(process)
     if process.returncode != 0:
         _fail_on_dead(state, watched)
         raise LabStartError(f"{what} not ready: {err.strip()[-800:]}")
@@ -78,15 +77,8 @@ def log_path(state: LabState, name: str) -> Path:
     return Path(state.temp_dir) / "logs" / f"{name}.log"
 
 
-def log_tail(state: LabState, name: str, lines: int = 15) -> str:
-    try:
-        return "\n".join(log_path(state, name).read_text(errors="replace").splitlines()[-lines:])
-    except OSError as error:
-        raise LabCommandError(f"cannot read the log of {name}: {error}") from error
-
-
-def _fail_on_dead(state: LabState, watched: dict[str, subprocess.Popen[bytes]]) -> None:
+def _fail_on_dead(state: LabState, watched: Watched) -> None:
     for name, process in watched.items():
         if process.poll() is not None:
             raise LabStartError(f"{name} exited with {process.returncode}; its log ends:\n"
-                                f"{log_tail(state, name)}")
+                                f"{procs.log_tail(log_path(state, name))}")

@@ -29,7 +29,6 @@ def state_dir() -> Path:
 @dataclass
 class LabState:
     lab_id: str
-    kind: str
     temp_dir: str = ""
     namespaces: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)

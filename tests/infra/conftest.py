@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from launch.offline import OfflineRun, read_stack_config, run_offline
+from launch.offline import OfflineRun, run_offline
+from launch.stack_config import read_stack_config
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 from pulumi.runtime import mocks
 
-from launch.offline import PROJECT_DIR
+from launch.stack_config import PROJECT_DIR
 from stacks.config import ConfigError, parse_config
 
 

@@ -52,9 +52,10 @@ from launch.account.scale import (
 )
 from launch.account.stack import preflight_stack
 from launch.account.usage import usage_by_others
-from launch.offline import DeclaredResource, read_stack_config, run_offline
+from launch.offline import DeclaredResource, run_offline
+from launch.stack_config import read_stack_config
 from netem.ports import free_local_port
-from tests.launch.moto_s3 import FAKE_CREDENTIALS, moto_server
+from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
 from vocab.tags import STACK_TAG_KEY, stack_tags
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -312,6 +313,7 @@ def test_pulumi_cli_missing_fails_with_install_line(
     assert "Pulumi CLI is not installed" in result.detail and "get.pulumi.com" in result.detail
 
 
+@pytest.mark.subprocess
 def test_pulumi_without_a_backend_fails_with_login_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,6 +326,7 @@ def test_pulumi_without_a_backend_fails_with_login_line(
     assert "PULUMI_ACCESS_TOKEN must be set" in result.detail and "pulumi login" in result.detail
 
 
+@pytest.mark.subprocess
 def test_pulumi_logged_in_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _executable(tmp_path, "pulumi", '[ "$1" = whoami ] && echo alice')
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")

@@ -8,10 +8,12 @@ from botocore.stub import ANY, Stubber
 
 import launch.spot_prices as spot_prices
 from launch.spot_prices import fetch_spot_prices
-from tests.launch.moto_s3 import FAKE_CREDENTIALS, moto_server
+from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
 from workloads.doll.trace import load_trace
 
 
+@pytest.mark.moto
+@pytest.mark.subprocess
 def test_fetch_from_a_local_moto_server_writes_a_trace_doll_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,26 +11,14 @@ import pytest
 
 from launch.targets import Remote, run_remote, run_workload
 from launch.workload import WorkloadRun
-from tests.launch.moto_s3 import FAKE_CREDENTIALS, moto_server
-from tests.launch.ray_head import ray_head
+from tests.helpers.doll import TINY_DOLL_ARGS
+from tests.helpers.processes import FAKE_CREDENTIALS, moto_server, ray_head
 from workloads.common.provenance import sha256_of
 
-TINY = (
-    "--policy",
-    "on-demand",
-    "--workers",
-    "2",
-    "--batches",
-    "40",
-    "--batch-size",
-    "16",
-    "--rate",
-    "128",
-    "-k",
-    "2",
-    "--eval-every",
-    "5",
-)
+TINY = TINY_DOLL_ARGS
+
+
+pytestmark = [pytest.mark.ray, pytest.mark.moto, pytest.mark.subprocess]
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,15 @@ import pytest
 
 from launch.burst import run_burst
 from netem.lab.netns import existing_namespaces
-from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
+from tests.helpers.burst_results import LAB_BANDWIDTH, read_summary, read_tasks
+from tests.helpers.lab import needs_netns
 from workloads.burst.options import BurstOptions
 
 TINY_IMAGES = BurstOptions(workload="image", data="nfs", images=10, image_side=500)
 
 
+@pytest.mark.lab
+@pytest.mark.ray
 @needs_netns
 def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -25,7 +28,7 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
     labs: set[str] = set()
     folder = run_burst(
         TINY_IMAGES,
-        float(BANDWIDTH),
+        float(LAB_BANDWIDTH),
         tmp_path / "out",
         show=lines.append,
         watch=lambda line, lab: labs.add(lab.lab_id),
@@ -33,6 +36,9 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
     summary = read_summary(folder)
     assert summary["lab"] == "netns" and summary["bandwidth_mbit"] == 106.0
     assert summary["profile"] == "100m" and summary["workload"] == "image"
+    shaping = json.loads((folder / "shaping.json").read_text())
+    assert shaping["lab"] == "netns" and shaping["delay_applied"] is False
+    assert shaping["rate_mbit"] == {"onprem->cloud": 106.0, "cloud->onprem": 106.0}
     assert summary["data"] == "nfs" and summary["lower_bound_s"] > 0
     assert set(summary["runs"]) == {"default", "data-aware"}
     assert summary["speedup"] == round(

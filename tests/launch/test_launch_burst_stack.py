@@ -1,14 +1,12 @@
 """`run-burst --stack`: shape via SSM, tunnel to the login node, submit, results back through
 the bucket, reset. The boundaries are faked: SSM (boto3 client), the `aws ssm start-session`
-subprocess, the Ray Jobs call; the bucket is moto's in-process S3."""
+process (a fake `aws` on PATH that prints what the plugin prints), the Ray Jobs call; the
+bucket is moto's in-process S3."""
 
 from __future__ import annotations
 
-import io
 import json
-import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -17,9 +15,9 @@ from moto import mock_aws
 
 import launch.burst as burst
 import launch.targets as targets
-import launch.tunnel as tunnel
 from launch.netem_aws import DISCOVER_MARK
 from netem.profile import load_profile
+from tests.helpers.fake_commands import FakeCommand, fake_command
 from workloads.burst.options import BurstOptions
 
 OUTPUTS = {
@@ -55,39 +53,16 @@ class FakeSsm:
         }
 
 
-class FakeSession:
+SESSION_READY = (
+    "Starting session with SessionId: s-1\n"
+    "Port 40000 opened for sessionId s-1.\n"
+    "Waiting for connections...\n"
+)
+
+
+def fake_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeCommand:
     """`aws ssm start-session`: says it waits for connections, ends when terminated."""
-
-    started: list[list[str]] = []
-
-    def __init__(self, argv: list[str], **kwargs: Any) -> None:
-        FakeSession.started.append(argv)
-        self.stdout = io.StringIO(
-            "Starting session with SessionId: s-1\n"
-            "Port 40000 opened for sessionId s-1.\n"
-            "Waiting for connections...\n"
-        )
-        self.stderr = None
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def terminate(self) -> None:
-        self.returncode = -15
-
-    def kill(self) -> None:
-        self.returncode = -9
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.returncode or 0
-
-
-def fake_subprocess(popen: Any) -> SimpleNamespace:
-    """The tunnel module's view of `subprocess`, with `Popen` replaced."""
-    return SimpleNamespace(
-        Popen=popen, PIPE=subprocess.PIPE, TimeoutExpired=subprocess.TimeoutExpired
-    )
+    return fake_command(monkeypatch, tmp_path / "bin", "aws", stdout=SESSION_READY)
 
 
 def fake_results(out: str) -> dict[str, bytes]:
@@ -129,6 +104,7 @@ def fake_results(out: str) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.subprocess
 def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,8 +123,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
             s3.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=data)
         return "log"
 
-    FakeSession.started = []
-    monkeypatch.setattr(tunnel, "subprocess", fake_subprocess(FakeSession))
+    aws = fake_aws(monkeypatch, tmp_path)
     monkeypatch.setattr(targets, "run_job", fake_run_job)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -165,21 +140,26 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
             outputs=OUTPUTS,
             ssm=ssm,
         )
-    [session] = FakeSession.started
-    assert session[:4] == ["aws", "ssm", "start-session", "--target"]
-    assert session[4] == "i-login" and "portNumber=8265" in " ".join(session)
+    [started] = aws.started()
+    session = started["argv"]
+    assert session[:3] == ["ssm", "start-session", "--target"]
+    assert session[3] == "i-login" and "portNumber=8265" in " ".join(session)
+    assert aws.terminated() == 1  # the session ended with the run
     port = session[session.index("--parameters") + 1].split("localPortNumber=")[1]
     assert submitted["address"] == f"http://127.0.0.1:{port}"
     command = submitted["command"]
     assert command[:2] == ["-m", "workloads.burst"]
     flags = dict(zip(command[2::2], command[3::2], strict=False))
     assert flags["--lab"] == "aws" and flags["--bandwidth-mbit"] == "31"
+    assert flags["--profile"] == "30m" and "--bucket" not in flags  # nfs: no bucket
     assert flags["--data-dir"] == "/home/ec2-user/share/burst/inputs"
     assert flags["--images"] == "4" and flags["--target"] == "stack:dev"
-    assert flags["--profile"] == "30m" and "--bucket" not in flags  # nfs: no bucket
     assert "30m.json" in submitted["files"]  # the profile travels for provenance
     assert flags["--profile-file"].endswith("30m.json")
     assert json.loads((out / "summary.json").read_text())["lab"] == "aws"
+    shaping = json.loads((out / "shaping.json").read_text())
+    assert shaping["lab"] == "aws" and {n["rate_mbit"] for n in shaping["nodes"]} == {31.0}
+    assert {n["role"] for n in shaping["nodes"]} == {"login", "hpc", "cloud"}
     assert (out / "records" / "tasks_data-aware.jsonl").is_file()
     scripts = [" ".join(lines) for _, lines in ssm.scripts]
     shaped = [i for i, text in enumerate(scripts) if "tbf rate 31mbit" in text]
@@ -202,10 +182,7 @@ def test_a_failed_shaping_runs_nothing_and_still_resets(
                 answer.update(Status="Failed", ResponseCode=1)
             return answer
 
-    def no_session(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
-        raise AssertionError("no tunnel may open when shaping failed")
-
-    monkeypatch.setattr(tunnel, "subprocess", fake_subprocess(no_session))
+    aws = fake_aws(monkeypatch, tmp_path)
     ssm = FailingSsm()
     with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
         burst.run_on_stack(
@@ -218,8 +195,4 @@ def test_a_failed_shaping_runs_nothing_and_still_resets(
             ssm=ssm,
         )
     assert any("qdisc del" in " ".join(lines) for _, lines in ssm.scripts[-1:])
-
-
-def test_stack_outputs_without_a_login_node_are_named() -> None:
-    with pytest.raises(ValueError, match="burstInstanceIds has no 'login'"):
-        burst.burst_outputs({"burstInstanceIds": {"hpc": ["i"]}, "bucketName": "b", "region": "r"})
+    assert aws.started() == []  # no tunnel opens when shaping failed

@@ -11,13 +11,15 @@ from launch.doll import run_doll
 from launch.options import TargetOptions
 from launch.targets import TargetError, run_workload
 from launch.workload import WorkloadRun
-from tests.launch.test_launch_address import TINY
+from tests.helpers.doll import TINY_DOLL_ARGS as TINY
 from workloads.doll.options import DollOptions
 from workloads.doll.trace import TraceError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.ray
+@pytest.mark.subprocess
 def test_invoke_run_doll_lands_in_the_results_folder_and_draws(tmp_path: Path) -> None:
     out = tmp_path / "r"
     done = subprocess.run(

@@ -11,21 +11,17 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from launch.netem_aws import (
-    StackOutputsError,
-    burst_nodes,
-    discovery_script,
-    format_statuses,
-    netem_on_stack,
-)
+from launch.netem_aws import discovery_script, format_statuses, netem_on_stack
 from launch.ssm import run_script
 from netem.profile import load_profile
+from stacks.outputs import StackOutputsError
 
 LOGIN, HPC, CLOUD, SLOW = (f"i-0000000000000000{n}" for n in "1234")
 OUTPUTS = {
     "burstInstanceIds": {"login": [LOGIN], "hpc": [HPC], "cloud": [CLOUD]},
     "burstPrivateIps": {"login": ["10.0.0.10"], "hpc": ["10.0.1.10"], "cloud": ["10.1.0.10"]},
     "burstSiteCidrs": {"onprem": "10.0.0.0/16", "cloud": "10.1.0.0/16"},
+    "bucketName": "burst-bucket",
     "region": "eu-west-1",
 }
 ONPREM_APPLY = [
@@ -179,21 +175,13 @@ def test_a_node_still_running_at_the_deadline_is_reported(ssm: tuple[Any, Stubbe
     assert not results[SLOW].ok
 
 
-@pytest.mark.parametrize(
-    "outputs, message",
-    [
-        ({}, "burstInstanceIds"),
-        ({**OUTPUTS, "burstInstanceIds": {"login": ["i-1"]}}, "burstInstanceIds"),
-        ({**OUTPUTS, "burstSiteCidrs": {"onprem": "10.0.0.0/16"}}, "burstSiteCidrs"),
-        ({**OUTPUTS, "burstInstanceIds": {"login": [], "hpc": [], "cloud": []}},
-         "no instances"),
-    ],
-)
-def test_missing_stack_outputs_are_named(outputs: dict[str, Any], message: str) -> None:
-    with pytest.raises(StackOutputsError, match=message):
-        burst_nodes(outputs)
+def test_a_stack_without_burst_outputs_is_named_before_any_command() -> None:
+    with pytest.raises(StackOutputsError, match="no output burstInstanceIds, burstSiteCidrs"):
+        netem_on_stack("dev", load_profile(bw=50), outputs={"region": "eu-west-1"},
+                       ssm=object())
 
 
+@pytest.mark.subprocess
 def test_the_discovery_script_finds_the_interface_on_a_real_shell() -> None:
     script = "\n".join(discovery_script("127.0.0.0/8"))
     completed = subprocess.run(["bash", "-c", script], capture_output=True, text=True,

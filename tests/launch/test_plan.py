@@ -8,8 +8,9 @@ import json
 import pytest
 
 from launch.costs import estimate_hourly_cost, load_price_table
-from launch.offline import read_stack_config, run_offline
+from launch.offline import run_offline
 from launch.plan import plan, render_plan
+from launch.stack_config import read_stack_config
 
 
 def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools() -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from invoke import Task
 
 import tasks
@@ -30,6 +31,7 @@ def test_every_task_has_a_summary_and_help_for_every_flag() -> None:
         assert not missing, f"task {name}: flags without help: {missing}"
 
 
+@pytest.mark.subprocess
 def test_invoke_list_shows_every_task() -> None:
     listing = subprocess.run(
         [*INVOKE, "--list"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
@@ -38,6 +40,7 @@ def test_invoke_list_shows_every_task() -> None:
         assert f"  {name.replace('_', '-')} " in listing
 
 
+@pytest.mark.subprocess
 def test_pulumi_tasks_without_the_cli_print_one_line_and_fail(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # nothing named pulumi on it
     for command in (["up", "--yes"], ["preview"], ["destroy"], ["outputs"]):

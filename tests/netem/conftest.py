@@ -1,48 +1,20 @@
-"""Fixtures for the network-emulation tests: seed-format profile files."""
+"""Fixtures for the network-emulation tests: private lab state, seed-format profile files."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-NODES = ("Cloud", "HPCLogin", "HPCWorker")
+from tests.helpers.lab import private_state_dir
+from tests.helpers.profiles import document, write_document, write_profile
 
 
-def condition(bandwidth: float, rtt: float = 0.3, jitter: float = 0.01,
-              loss: float = 0) -> dict[str, Any]:
-    return {"rtt": [rtt, 0], "bandwidth": [bandwidth, 0], "jitter": [jitter, 0],
-            "loss": [loss, 0]}
-
-
-def document(bandwidth: float, **values: float) -> dict[str, Any]:
-    cross = condition(bandwidth, **values)
-    pairs = [("Cloud", "HPCLogin"), ("Cloud", "HPCWorker"), ("HPCLogin", "Cloud"),
-             ("HPCWorker", "Cloud")]
-    return {
-        "directed": True,
-        "multigraph": False,
-        "graph": {},
-        "nodes": [{"id": node} for node in NODES],
-        "links": [{"source": s, "target": t, "condition": dict(cross)} for s, t in pairs]
-        + [{"source": "HPCLogin", "target": "HPCWorker", "condition": condition(900)}],
-    }
-
-
-def write_profile(directory: Path, bandwidth: float = 40, name: str = "mine",
-                  **values: float) -> Path:
-    path = directory / f"{name}.json"
-    path.write_text(json.dumps(document(bandwidth, **values)))
-    return path
-
-
-def write_document(directory: Path, doc: Any, name: str = "bad") -> Path:
-    path = directory / f"{name}.json"
-    path.write_text(json.dumps(doc))
-    return path
+@pytest.fixture(autouse=True)
+def private_lab_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    private_state_dir(monkeypatch, tmp_path)
 
 
 @pytest.fixture

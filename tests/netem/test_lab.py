@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,27 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from netem.lab import LabDescription, lab_status, running_lab, two_site_lab
-from netem.lab.netns import existing_namespaces, netns_supported
-from netem.lab.processes import marked_pids
-from netem.lab.state import recorded_lab_ids, state_dir
+import procs
+from netem.lab import LabDescription, LabUnavailable, lab_status, running_lab, two_site_lab
+from netem.lab import netns as netns_module
+from netem.lab.state import recorded_lab_ids
 from netem.profile import load_profile
+from tests.helpers.lab import assert_nothing_left, needs_netns
 
 REPO = Path(__file__).resolve().parents[2]
-needs_netns = pytest.mark.skipif(not netns_supported()[0],
-                                 reason=f"netns lab unavailable: {netns_supported()[1]}")
-
-
-@pytest.fixture(autouse=True)
-def private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPOTBURST_LAB_STATE_DIR", str(tmp_path / "labs"))
-
-
-def assert_nothing_left(lab_id: str) -> None:
-    assert not [ns for ns in existing_namespaces() if ns.startswith(f"sb-{lab_id}-")]
-    assert marked_pids(lab_id) == set()
-    assert not (Path(tempfile.gettempdir()) / f"sb-{lab_id}").exists()
-    assert not (state_dir() / f"{lab_id}.json").exists()
 
 
 def at_site(lab: LabDescription, site: str, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -48,11 +36,13 @@ print(ray.get(where.remote()))
 """
 
 
+@pytest.mark.lab
 @needs_netns
 def test_the_lab_has_two_shaped_sites_ray_and_s3_and_leaves_nothing() -> None:
     with two_site_lab(load_profile(bw=50)) as lab:
         lab_id = lab.lab_id
         assert lab.kind == "netns"
+        assert lab.shaping["rate_mbit"] == {"onprem->cloud": 55.0, "cloud->onprem": 55.0}
         assert lab.delay_applied is False and "NOT applied" in lab.notes[0]
         assert sorted((n["labels"]["role"], n["labels"]["site"], n["resources"].get(
             "transfer_slot")) for n in lab.nodes) == [
@@ -77,6 +67,7 @@ def test_the_lab_has_two_shaped_sites_ray_and_s3_and_leaves_nothing() -> None:
     assert_nothing_left(lab_id)
 
 
+@pytest.mark.lab
 @needs_netns
 def test_an_exception_inside_the_lab_removes_it() -> None:
     lab_id = ""
@@ -88,6 +79,8 @@ def test_an_exception_inside_the_lab_removes_it() -> None:
     assert_nothing_left(lab_id)
 
 
+@pytest.mark.lab
+@pytest.mark.subprocess
 @needs_netns
 def test_ctrl_c_during_lab_up_leaves_nothing() -> None:
     lab_up = subprocess.Popen(
@@ -109,13 +102,18 @@ def test_ctrl_c_during_lab_up_leaves_nothing() -> None:
     assert_nothing_left(lab_id)
 
 
+@pytest.mark.lab
+@pytest.mark.subprocess
 @needs_netns
 def test_lab_up_and_lab_down_are_separate_processes() -> None:
-    up = subprocess.run([sys.executable, "-m", "invoke", "lab-up", "--bw", "100"], cwd=REPO,
-                        capture_output=True, text=True, timeout=180)
-    assert up.returncode == 0, up.stderr[-800:]
-    lab = json.loads(up.stdout)
-    assert lab["target_mbit"] == {"onprem->cloud": 106.0, "cloud->onprem": 106.0}
+    up = procs.spawn([sys.executable, "-m", "invoke", "lab-up", "--bw", "100"], cwd=REPO)
+    try:
+        out, err = up.communicate(timeout=600)
+    finally:  # on a timeout, SIGTERM: lab-up removes what it created
+        procs.stop(up, grace_s=120)
+    assert up.returncode == 0, err[-800:]
+    lab = json.loads(out)
+    assert lab["shaping"]["rate_mbit"] == {"onprem->cloud": 106.0, "cloud->onprem": 106.0}
     status = subprocess.run([sys.executable, "-m", "invoke", "lab-status"], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert json.loads(status.stdout)["namespaces_present"] == [
@@ -130,6 +128,7 @@ def test_lab_up_and_lab_down_are_separate_processes() -> None:
     assert_nothing_left(lab["lab_id"])
 
 
+@pytest.mark.subprocess
 def test_lab_down_without_a_lab_says_so() -> None:
     down = subprocess.run([sys.executable, "-m", "invoke", "lab-down"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
@@ -137,8 +136,27 @@ def test_lab_down_without_a_lab_says_so() -> None:
     assert "no lab is up" in down.stderr
 
 
-def test_a_bad_kind_is_refused_before_anything_starts() -> None:
-    with pytest.raises(ValueError, match="kind 'vm'"):
-        with two_site_lab(load_profile("30m"), kind="vm"):
+def test_without_namespaces_nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netns_module.os, "geteuid", lambda: 1000)
+    with pytest.raises(LabUnavailable, match=r"needs root .* \(not root\); run as root"):
+        with two_site_lab(load_profile("30m")):
             pass
     assert recorded_lab_ids() == []
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops root to show the refusal")
+def test_lab_tasks_without_root_print_one_line_and_exit_2() -> None:
+    unprivileged = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    with tempfile.TemporaryDirectory() as home:
+        os.chmod(home, 0o777)  # the user's home, for matplotlib's cache
+        for task in (["lab-up", "--bw", "30"], ["measure-link", "--bw", "30"],
+                     ["run-burst", "--bw", "30"]):
+            done = subprocess.run([*unprivileged, sys.executable, "-m", "invoke", *task],
+                                  cwd=REPO, capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "HOME": home})
+            assert done.returncode == 2, done.stderr[-800:]
+            assert done.stderr.strip().splitlines() == [
+                "error: the two-site lab needs root and iproute2 network namespaces (ip netns, "
+                "tc) (not root); run as root or use --address/--stack"
+            ]

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from netem.lab.netns import create_namespace, delete_namespace, in_ns, netns_supported
+from netem import measure
+from netem.lab.netns import create_namespace, delete_namespace, in_ns
 from netem.lab.processes import run_checked
 from netem.profile import load_profile
 from netem.tc import shaping_commands
+from tests.helpers.lab import needs_netns
 
-pytestmark = pytest.mark.skipif(not netns_supported()[0],
-                                reason=f"needs network namespaces: {netns_supported()[1]}")
+pytestmark = [pytest.mark.lab, pytest.mark.subprocess, needs_netns]
 PEER_IP, OTHER_IP = "198.18.1.1", "198.18.2.1"
 
 
@@ -48,21 +46,7 @@ def pair() -> Iterator[tuple[str, str]]:
 
 
 def stream_mbit(sender: str, receiver: str, host: str) -> float:
-    probe = [sys.executable, "-m", "netem.linkprobe"]
-    listening = subprocess.Popen(in_ns(receiver, [*probe, "receive", "--port", "5201"]),
-                                 stdout=subprocess.PIPE, text=True)
-    try:
-        assert listening.stdout is not None
-        assert "ready" in listening.stdout.readline()
-        run_checked(in_ns(sender, [*probe, "send", "--host", host, "--port", "5201",
-                                   "--seconds", "1.5"]), "sender")
-        out, _ = listening.communicate(timeout=30)
-        rate: float = json.loads(out.strip().splitlines()[-1])["mbit"]
-        return rate
-    finally:
-        if listening.poll() is None:
-            listening.kill()
-            listening.wait()
+    return measure.stream_mbit(in_ns(sender, []), in_ns(receiver, []), host, seconds=1.5)
 
 
 def test_only_the_peer_cidr_is_shaped_and_reset_removes_it(pair: tuple[str, str]) -> None:

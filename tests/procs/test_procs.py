@@ -10,6 +10,8 @@ from procs import ProcessNotReady, is_alive, running, spawn, stop, wait_for_line
 
 PY = sys.executable
 
+pytestmark = [pytest.mark.subprocess]
+
 
 def test_running_yields_the_ready_line_and_stops_the_process() -> None:
     script = "import time; print('noise'); print('READY at 42', flush=True); time.sleep(60)"
@@ -42,3 +44,12 @@ def test_silence_past_the_timeout_is_reported_and_the_process_is_gone() -> None:
     with pytest.raises(ProcessNotReady, match="not ready within 0.5 s"):
         wait_for_line(process, "READY", timeout_s=0.5, name="sleeper")
     assert not is_alive(process.pid)
+
+
+def test_without_drain_the_caller_reads_what_follows_the_ready_line() -> None:
+    script = "print('ready', flush=True); print('result 7')"
+    process = spawn([PY, "-c", script])
+    wait_for_line(process, "ready", timeout_s=10, name="reporter", drain=False)
+    assert process.stdout is not None
+    assert process.stdout.read().strip() == "result 7"
+    assert process.wait(timeout=10) == 0

@@ -18,6 +18,8 @@ from workloads.doll.options import DollOptions
 from workloads.doll.policy_run import PolicyRun, Servers
 from workloads.doll.trace import load_trace
 
+pytestmark = pytest.mark.ray
+
 SMALL = DollOptions(
     workers=4,
     batches=160,

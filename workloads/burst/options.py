@@ -13,7 +13,9 @@ from workloads.common.options import OptionError, OptionSpec, check_fields, opti
 WORKLOADS = ("image", "param-server")
 DATA = ("nfs", "s3")
 SCHEDULERS = ("default", "data-aware")
-LABS = ("netns", "process", "aws", "local")
+LABS = ("netns", "aws", "local")
+SHAPED_LABS = ("netns", "aws")
+"""Where the launcher shaped the site link to --bandwidth-mbit (tc); elsewhere nothing was."""
 SIZES = "sized for a few minutes at 30 Mbit/s"
 
 

@@ -9,7 +9,7 @@ from vocab.burst import SITE_CLOUD, SITE_ONPREM
 from workloads.burst.bound import lower_bound
 from workloads.burst.cluster import NodeInfo
 from workloads.burst.inputs import TaskSpec
-from workloads.burst.options import SCHEDULERS, BurstOptions
+from workloads.burst.options import SCHEDULERS, SHAPED_LABS, BurstOptions
 from workloads.burst.scheduling.base import RunResult
 
 
@@ -37,14 +37,20 @@ def bound_for(
         for site in (SITE_ONPREM, SITE_CLOUD)
     }
     link = None
-    if config.data == "nfs" and config.bandwidth_mbit:
-        link = config.bandwidth_mbit * 1e6 / 8
+    rate = shaped_mbit(config)
+    if config.data == "nfs" and rate:
+        link = rate * 1e6 / 8
     return lower_bound(
         [(seconds[t.name], float(t.nbytes)) for t in tasks],
         slots[SITE_ONPREM],
         slots[SITE_CLOUD],
         link,
     )
+
+
+def shaped_mbit(config: BurstOptions) -> float | None:
+    """The cross-site rate the link was really shaped to; None where nothing shaped it."""
+    return config.bandwidth_mbit if config.lab in SHAPED_LABS else None
 
 
 def run_summary(result: RunResult, extra: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +93,7 @@ def summarize(
     return {
         "lab": config.lab,
         "target": config.target,
-        "bandwidth_mbit": config.bandwidth_mbit,
+        "bandwidth_mbit": shaped_mbit(config),  # null: the link was not shaped
         "profile": config.profile,
         "workload": config.workload,
         "data": config.data,
@@ -110,10 +116,11 @@ def format_table(summary: dict[str, Any]) -> str:
         f"{'scheduler':<11} {'makespan s':>10} {'/ bound':>8} {'tasks':>6} "
         f"{'on cloud':>9} {'MB to cloud':>12} {'retried':>8} {'lost nodes':>10}"
     )
+    rate = summary["bandwidth_mbit"]
+    link = f"{rate} Mbit/s" if rate is not None else "an unshaped link"
     lines = [
-        f"burst {summary['workload']} / {summary['data']} at "
-        f"{summary['bandwidth_mbit']} Mbit/s ({summary['lab']} lab, profile "
-        f"{summary['profile']})",
+        f"burst {summary['workload']} / {summary['data']} at {link} ({summary['lab']} lab, "
+        f"profile {summary['profile']})",
         header,
         "-" * len(header),
     ]

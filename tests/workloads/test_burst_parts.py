@@ -48,6 +48,7 @@ def test_the_image_transform_makes_a_64_pixel_thumbnail() -> None:
     assert max(Image.open(BytesIO(thumbnail)).size) == 64
 
 
+@pytest.mark.slow
 def test_the_gradient_matches_finite_differences() -> None:
     rng = np.random.default_rng(1)
     batch = compute.load_batch([generated_image(120, 150, k, rng) for k in range(2)])

@@ -7,26 +7,30 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from launch.burst import Watch, lab_driver_argv, run_driver
 from netem.lab import LabDescription
 from netem.lab.addressing import namespace_name
 from netem.lab.netns import namespace_pids
 from netem.profile import load_profile
-from tests.burst.conftest import BANDWIDTH, needs_netns, read_summary, read_tasks
+from tests.helpers.burst_results import LAB_BANDWIDTH, read_summary, read_tasks
+from tests.helpers.lab import needs_netns
 from vocab.burst import SITE_CLOUD
 from workloads.burst.options import BurstOptions
+
+pytestmark = [pytest.mark.lab, pytest.mark.ray, needs_netns]
 
 
 def run(
     lab: LabDescription, options: BurstOptions, out: Path, watch: Watch | None = None
 ) -> list[str]:
     lines: list[str] = []
-    argv = lab_driver_argv(lab, options, load_profile(bw=BANDWIDTH), out)
+    argv = lab_driver_argv(lab, options, load_profile(bw=LAB_BANDWIDTH), out)
     run_driver(lab, argv, lines.append, watch)
     return lines
 
 
-@needs_netns
 def test_param_server_reads_its_inputs_from_s3_on_every_node(
     shared_lab: LabDescription, tmp_path: Path
 ) -> None:
@@ -59,7 +63,6 @@ def test_param_server_reads_its_inputs_from_s3_on_every_node(
     assert any("reusing 6 tasks at s3://" in line for line in again)
 
 
-@needs_netns
 def test_killing_the_cloud_node_mid_run_still_yields_every_output(
     shared_lab: LabDescription, tmp_path: Path
 ) -> None:
