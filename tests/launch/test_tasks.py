@@ -69,6 +69,7 @@ def test_run_tasks_take_their_flags_from_the_option_specs() -> None:
     assert not {"target", "results_to_log", "s3_endpoint"} & set(doll_flags)  # the launcher's
 
 
+@pytest.mark.subprocess
 def test_bad_run_flags_print_one_line_naming_the_flag_and_exit_2(tmp_path: Path) -> None:
     for command, line in (
         (["run-doll", "--workers", "abc"], "error: --workers: expected an integer ≥ 1, got 'abc'"),
@@ -101,6 +102,7 @@ def test_bad_run_flags_print_one_line_naming_the_flag_and_exit_2(tmp_path: Path)
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.subprocess
 def test_run_task_help_lists_every_flag_with_its_default() -> None:
     shown = subprocess.run(
         [*INVOKE, "--help", "run-doll"], cwd=PROJECT_DIR, capture_output=True, text=True
