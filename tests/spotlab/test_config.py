@@ -96,6 +96,7 @@ def test_the_meter_bills_on_demand_always_and_spot_while_up() -> None:
         meter.charge_until(7200.0, on_demand=1, spot=1, spot_up=2, spot_price=0.1)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("argv, message", [
     (["spot-lab-up", "--spot", "many"], "error: --spot: 'many' is not an integer"),
     (["spot-lab-up", "--alpha", "0"], "error: --alpha must be in (0, 1], got 0.0"),
