@@ -1,9 +1,13 @@
-"""`kubectl port-forward` to a Kubernetes service, on a free local port, for as long as
-needed; the kubeconfig (a secret) lives in a private temporary file meanwhile."""
+"""kubectl for a `--stack` run: `kubectl port-forward` to a Kubernetes service on a free
+local port for as long as needed, and one key of a Secret read into memory. The kubeconfig
+(a secret) lives in a private temporary file meanwhile."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,23 +28,55 @@ def private_file(content: str, suffix: str) -> Iterator[Path]:
         Path(handle.name).unlink(missing_ok=True)
 
 
+class SecretUnreadable(RuntimeError):
+    """kubectl could not read the Secret's key (missing, no access, not base64)."""
+
+
+def read_secret(config_file: Path, namespace: str, secret: str, key: str) -> str:
+    """The decoded value of `key` in Secret `namespace/secret`, kept in memory only."""
+    command = [
+        "kubectl",
+        "--kubeconfig",
+        str(config_file),
+        "get",
+        "secret",
+        secret,
+        "-n",
+        namespace,
+        "-o",
+        f"jsonpath={{.data.{key}}}",
+    ]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise SecretUnreadable("kubectl is not installed (needed for --stack)") from None
+    if completed.returncode != 0 or not completed.stdout.strip():
+        why = completed.stderr.strip() or f"no key {key!r}"
+        raise SecretUnreadable(f"secret {namespace}/{secret}: {why}")
+    try:
+        return base64.b64decode(completed.stdout.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise SecretUnreadable(f"secret {namespace}/{secret}: {key} is not base64") from None
+
+
 @contextmanager
-def port_forward(kubeconfig: str, namespace: str, service: str, remote_port: int) -> Iterator[int]:
+def port_forward(
+    config_file: Path, namespace: str, service: str, remote_port: int
+) -> Iterator[int]:
     """Forward a free local port to `svc/<service>:<remote_port>`; yields the local port
     once kubectl reports the forward, and stops kubectl afterwards."""
-    with private_file(kubeconfig, ".kubeconfig") as config_file:
-        local_port = free_local_port()
-        command = [
-            "kubectl",
-            "--kubeconfig",
-            str(config_file),
-            "port-forward",
-            "-n",
-            namespace,
-            f"svc/{service}",
-            f"{local_port}:{remote_port}",
-            "--address",
-            "127.0.0.1",
-        ]
-        with tunnel(command, "Forwarding from", "--stack"):
-            yield local_port
+    local_port = free_local_port()
+    command = [
+        "kubectl",
+        "--kubeconfig",
+        str(config_file),
+        "port-forward",
+        "-n",
+        namespace,
+        f"svc/{service}",
+        f"{local_port}:{remote_port}",
+        "--address",
+        "127.0.0.1",
+    ]
+    with tunnel(command, "Forwarding from", "--stack"):
+        yield local_port

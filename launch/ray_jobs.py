@@ -4,13 +4,16 @@ code as `runtime_env.working_dir`, stream its log, and return the log once it en
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ray._private.authentication.authentication_token_setup import (
     maybe_enable_token_auth_if_token_available,
 )
+from ray._raylet import AuthenticationTokenLoader, Config
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from workloads.common.transport import MARKER
@@ -27,6 +30,31 @@ def use_token_auth_if_available() -> None:
     `ray.init()` does when it joins a cluster (the mode is cached when Ray is imported, so
     setting the variable alone is too late)."""
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+@contextmanager
+def client_token(token: str) -> Iterator[None]:
+    """This process's Jobs client sends `token` (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN) until
+    the block ends; then the variables are as before and the cached token forgotten. The
+    token only ever lives in this process's memory."""
+    saved = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    _reload_auth()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        _reload_auth()
+
+
+def _reload_auth() -> None:
+    """Ray caches the mode (RayConfig) and the token (its loader) when first read."""
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None]) -> None:
@@ -47,16 +75,18 @@ def run_job(
     command: list[str],
     env: dict[str, str],
     show: Callable[[str], None] = print,
+    requirements: list[str] | None = None,
 ) -> str:
     """Submit `python <command>` and stream its log until it ends; returns the whole log.
+    `requirements` (pinned) are pip-installed into the job's environment on the cluster.
     Raises JobFailed (with the log's tail) unless the job succeeded."""
     use_token_auth_if_available()
     client = JobSubmissionClient(address)
     entrypoint = shlex.join(["python", *command])
-    job_id = client.submit_job(
-        entrypoint=entrypoint,
-        runtime_env={"working_dir": str(working_dir), "env_vars": env},
-    )
+    runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
+    if requirements:
+        runtime_env["pip"] = {"packages": requirements, "pip_check": False}
+    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     show(f"submitted Ray job {job_id} to {address}")
     asyncio.run(_follow(client, job_id, show))
     status = client.get_job_status(job_id)

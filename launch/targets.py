@@ -8,16 +8,17 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launch import pulumi_cli
-from launch.port_forward import port_forward
-from launch.ray_jobs import run_job
-from launch.working_dir import staged_working_dir
+from launch.port_forward import port_forward, private_file, read_secret
+from launch.ray_jobs import client_token, run_job
+from launch.requirements import pinned_requirements
+from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
-from stacks.outputs import read_ray_cluster_outputs
+from stacks.outputs import read_ray_cluster_outputs, token_secret
 from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
@@ -25,6 +26,7 @@ from workloads.common.storage import LocalStorage, copy_all, open_storage
 from workloads.common.transport import find_in_log
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
+TOKEN_KEY = "auth_token"  # the key KubeRay's token Secret holds the Ray token under
 
 
 class TargetError(ValueError):
@@ -38,6 +40,7 @@ class Remote:
     bucket: str | None = None
     region: str | None = None
     s3_endpoint: str | None = None
+    token: str | None = field(default=None, repr=False)  # the cluster's Ray token, in memory
 
 
 def run_workload(
@@ -54,7 +57,7 @@ def run_workload(
     if local_out.exists() and any(local_out.iterdir()):
         raise TargetError(f"--out {local_out} already holds files")
     if stack:
-        with stack_remote(stack) as remote:
+        with stack_remote(stack, run.name) as remote:
             run_remote(run, remote, local_out, show)
     elif address:
         run_remote(run, Remote(address=address, label=f"address:{address}"), local_out, show)
@@ -91,7 +94,12 @@ def run_remote(
             command.append("--results-to-log")
         elif remote.s3_endpoint:
             command += ["--s3-endpoint", remote.s3_endpoint]
-        log = run_job(remote.address, folder, command, env, show)
+        requirements = pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES)
+        if remote.token is None:
+            log = run_job(remote.address, folder, command, env, show, requirements)
+        else:
+            with client_token(remote.token):
+                log = run_job(remote.address, folder, command, env, show, requirements)
     destination = LocalStorage(local_out)
     if remote.bucket:
         copy_all(open_storage(job_out, remote.s3_endpoint), destination)
@@ -104,16 +112,27 @@ def run_remote(
 
 
 @contextmanager
-def stack_remote(stack: str) -> Iterator[Remote]:
-    """The stack's RayCluster head, port-forwarded here, with its bucket and region."""
+def stack_remote(stack: str, experiment: str) -> Iterator[Remote]:
+    """The experiment's RayCluster head on the stack, port-forwarded here, with its token
+    (read from its Kubernetes Secret into memory), bucket and region. The kubeconfig lives
+    in a private temporary file for the run only."""
     outputs: dict[str, Any] = pulumi_cli.stack_outputs(stack, show_secrets=True)
-    doll = read_ray_cluster_outputs(outputs, stack, "doll")
-    with port_forward(
-        doll.kubeconfig, doll.namespace, doll.head_service, DASHBOARD_PORT
-    ) as local_port:
-        yield Remote(
-            address=f"http://127.0.0.1:{local_port}",
-            label=f"stack:{stack}",
-            bucket=doll.bucket_name,
-            region=doll.region,
+    cluster = read_ray_cluster_outputs(outputs, stack, experiment)
+    secret = outputs.get(token_secret(experiment))
+    if not secret:
+        raise TargetError(
+            f"stack {stack!r} has no output {token_secret(experiment)}; "
+            f"is {experiment} deployed with token auth?"
         )
+    with private_file(cluster.kubeconfig, ".kubeconfig") as config_file:
+        token = read_secret(config_file, cluster.namespace, str(secret), TOKEN_KEY)
+        with port_forward(
+            config_file, cluster.namespace, cluster.head_service, DASHBOARD_PORT
+        ) as local_port:
+            yield Remote(
+                address=f"http://127.0.0.1:{local_port}",
+                label=f"stack:{stack}",
+                bucket=cluster.bucket_name,
+                region=cluster.region,
+                token=token,
+            )

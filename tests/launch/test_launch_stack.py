@@ -1,62 +1,113 @@
-"""`--stack`: stack outputs -> kubeconfig file -> `kubectl port-forward` -> the address path,
-with Pulumi faked and kubectl a stand-in executable on PATH (no cluster here)."""
+"""`--stack`: stack outputs -> kubeconfig file -> the RayCluster's token from its Secret and
+`kubectl port-forward` -> the address path with that token. Pulumi is faked in-process;
+kubectl is faked at the process boundary (a script on PATH that checks its argv)."""
 
+import base64
+import json
+import os
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import launch.targets as targets
+from launch.port_forward import SecretUnreadable
 from launch.targets import Remote, TargetError, run_workload
 from launch.tunnel import TunnelFailed
 from launch.workload import WorkloadRun
 from stacks.outputs import StackOutputsError
-from tests.helpers.fake_commands import FakeCommand, fake_command
 
 pytestmark = pytest.mark.subprocess
-DOLL = WorkloadRun(name="doll", module="workloads.doll")
 
+TOKEN = "s3cr3t-ray-token"
+DOLL = WorkloadRun(name="doll", module="workloads.doll")
 OUTPUTS = {
     "dollKubeconfig": {"apiVersion": "v1", "clusters": [{"name": "doll"}]},
     "dollNamespace": "doll",
     "dollHeadService": "doll-head-svc",
     "dollRayClusterName": "doll",
+    "dollTokenSecret": "doll",
     "bucketName": "doll-results-123",
     "region": "ca-central-1",
 }
 
+# Answers exactly the two calls a --stack run makes, records each (argv, kubeconfig text and
+# mode), and fails loudly on anything else.
+FAKE_KUBECTL = """\
+    import json, os, stat, sys, time
+    argv = sys.argv[1:]
+    config = argv[argv.index("--kubeconfig") + 1]
+    record = {{
+        "argv": argv,
+        "config": open(config).read(),
+        "mode": stat.S_IMODE(os.stat(config).st_mode),
+        "config_path": config,
+    }}
+    with open({log!r}, "a") as log:
+        log.write(json.dumps(record) + "\\n")
+    rest = argv[2:]
+    if rest == ["get", "secret", "doll", "-n", "doll", "-o", "jsonpath={{.data.auth_token}}"]:
+        print({secret!r}, end="")
+    elif rest[:4] == ["port-forward", "-n", "doll", "svc/doll-head-svc"] and {forwards}:
+        print(f"Forwarding from 127.0.0.1:{{rest[4].split(':')[0]}} -> 8265", flush=True)
+        time.sleep(600)
+    else:
+        print(f"error: unexpected kubectl call {{argv}}", file=sys.stderr)
+        sys.exit(1)
+"""
+
+
+def install_kubectl(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, secret: str, forwards: bool = True
+) -> Path:
+    log = folder / "kubectl.jsonl"
+    script = folder / "bin" / "kubectl"
+    script.parent.mkdir()
+    body = textwrap.dedent(FAKE_KUBECTL).format(log=str(log), secret=secret, forwards=forwards)
+    script.write_text(f"#!{sys.executable}\n{body}")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def calls(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
 
 @pytest.fixture
-def remotes(monkeypatch: pytest.MonkeyPatch) -> list[Remote]:
-    """Pulumi answers with OUTPUTS; the Ray Job is replaced by a record of its target."""
+def remotes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Remote, dict[str, str | None]]]:
+    """Pulumi outputs faked; run_remote replaced by one that records the remote it got, the
+    auth variables of this process meanwhile, and that the Jobs API is reachable."""
     monkeypatch.setattr(
         targets.pulumi_cli,
         "stack_outputs",
         lambda stack, show_secrets=False: dict(OUTPUTS) if show_secrets else {},
     )
-    seen: list[Remote] = []
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    seen: list[tuple[Remote, dict[str, str | None]]] = []
 
     def fake_run_remote(run: WorkloadRun, remote: Remote, out: Path, show: Any) -> None:
-        seen.append(remote)
+        variables = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+        seen.append((remote, variables))
         out.mkdir(parents=True)
 
     monkeypatch.setattr(targets, "run_remote", fake_run_remote)
     return seen
 
 
-def kubectl(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **behaviour: Any) -> FakeCommand:
-    return fake_command(monkeypatch, tmp_path / "bin", "kubectl", **behaviour)
-
-
-def test_stack_runs_through_a_port_forward_and_the_stack_bucket(
-    remotes: list[Remote], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_stack_reads_the_token_then_runs_through_a_port_forward_and_the_stack_bucket(
+    remotes: list[tuple[Remote, dict[str, str | None]]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
-    fake = kubectl(monkeypatch, tmp_path, stdout="Forwarding from 127.0.0.1:1 -> 8265\n")
+    log = install_kubectl(tmp_path, monkeypatch, base64.b64encode(TOKEN.encode()).decode())
     run_workload(DOLL, stack="dev", out=tmp_path / "r")
-    [started] = fake.started()
-    command = started["argv"]
-    port = int(command[-3].split(":")[0])
-    assert command[2:] == [
+    secret_call, forward_call = calls(log)
+    port = int(forward_call["argv"][6].split(":")[0])
+    assert forward_call["argv"][2:] == [
         "port-forward",
         "-n",
         "doll",
@@ -65,17 +116,33 @@ def test_stack_runs_through_a_port_forward_and_the_stack_bucket(
         "--address",
         "127.0.0.1",
     ]
-    assert '"clusters"' in started["kubeconfig"] and started["kubeconfig_mode"] == 0o600
-    assert remotes == [
-        Remote(
-            address=f"http://127.0.0.1:{port}",
-            label="stack:dev",
-            bucket="doll-results-123",
-            region="ca-central-1",
-        )
-    ]
-    assert fake.terminated() == 1  # stopped by its PID once the run was over
-    assert not Path(command[command.index("--kubeconfig") + 1]).exists()
+    for call in (secret_call, forward_call):
+        assert '"clusters"' in call["config"] and call["mode"] == 0o600
+    assert secret_call["config_path"] == forward_call["config_path"]
+    assert not Path(secret_call["config_path"]).exists()  # removed after the run
+    [(remote, variables)] = remotes
+    assert remote == Remote(
+        address=f"http://127.0.0.1:{port}",
+        label="stack:dev",
+        bucket="doll-results-123",
+        region="ca-central-1",
+        token=TOKEN,
+    )
+    assert TOKEN not in repr(remote)
+    assert variables == {"RAY_AUTH_MODE": None, "RAY_AUTH_TOKEN": None}  # set only for the job
+
+
+def test_an_unreadable_secret_is_named_and_nothing_runs(
+    remotes: list[tuple[Remote, dict[str, str | None]]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    log = install_kubectl(tmp_path, monkeypatch, secret="")
+    with pytest.raises(SecretUnreadable, match="doll/doll: no key 'auth_token'"):
+        run_workload(DOLL, stack="dev", out=tmp_path / "r")
+    [secret_call] = calls(log)
+    assert not Path(secret_call["config_path"]).exists()
+    assert remotes == []
 
 
 def test_missing_outputs_are_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -90,31 +157,55 @@ def test_missing_outputs_are_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert "found: region" in str(error.value)
 
 
+def test_a_missing_token_secret_output_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    outputs = {key: value for key, value in OUTPUTS.items() if key != "dollTokenSecret"}
+    monkeypatch.setattr(
+        targets.pulumi_cli, "stack_outputs", lambda stack, show_secrets=False: outputs
+    )
+    with pytest.raises(TargetError, match="no output dollTokenSecret"):
+        run_workload(DOLL, stack="dev", out=tmp_path / "r")
+
+
 def test_a_failed_forward_reports_kubectl_and_cleans_up(
-    remotes: list[Remote], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    remotes: list[tuple[Remote, dict[str, str | None]]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
-    fake = kubectl(monkeypatch, tmp_path, stderr='error: services "doll-head-svc" not found\n',
-                   exit_code=1)
-    with pytest.raises(TunnelFailed, match='exited 1: error: services "doll-head-svc" not found'):
+    log = install_kubectl(
+        tmp_path, monkeypatch, base64.b64encode(TOKEN.encode()).decode(), forwards=False
+    )
+    with pytest.raises(TunnelFailed, match="unexpected kubectl call"):
         run_workload(DOLL, stack="dev", out=tmp_path / "r")
-    [started] = fake.started()
-    assert not Path(started["argv"][started["argv"].index("--kubeconfig") + 1]).exists()
+    assert len(calls(log)) == 2
+    assert not Path(calls(log)[0]["config_path"]).exists()
     assert remotes == []
-
-
-def test_without_kubectl_the_stack_path_says_what_is_missing(
-    remotes: list[Remote], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # no kubectl on it
-    with pytest.raises(TunnelFailed, match="kubectl is not installed"):
-        run_workload(DOLL, stack="dev", out=tmp_path / "r")
 
 
 def test_address_and_stack_together_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="not both"):
         run_workload(
-            WorkloadRun(name="doll", module="workloads.doll"),
+            DOLL,
             address="http://h:8265",
             stack="dev",
             out=tmp_path / "r",
         )
+
+
+def test_the_client_token_lives_in_this_process_only_for_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ray._private.authentication.http_token_authentication import (
+        get_auth_headers_if_auth_enabled,
+    )
+
+    from launch.ray_jobs import client_token
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    with client_token(TOKEN):
+        headers = get_auth_headers_if_auth_enabled({})
+    assert TOKEN in " ".join(headers.values())
+    assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ
+    assert get_auth_headers_if_auth_enabled({}) == {}
