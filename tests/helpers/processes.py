@@ -49,21 +49,25 @@ def moto_server() -> Iterator[str]:
 
 
 @contextmanager
-def ray_head(extra_env: dict[str, str] | None = None) -> Iterator[str]:
+def ray_head(
+    extra_env: dict[str, str] | None = None, bin_dir: Path | None = None
+) -> Iterator[str]:
     """A real `ray start --head --block`; yields the dashboard address once the head says it
-    started (jobs inherit `extra_env`). Stopped by its PID: `ray start --block` stops its
-    own node's processes when it gets SIGTERM."""
+    started (jobs inherit `extra_env`). `bin_dir`: the Python environment the head and its
+    jobs run from (default: the tests' own). Stopped by its PID: `ray start --block` stops
+    its own node's processes when it gets SIGTERM."""
+    bin_dir = bin_dir or BIN
     temp_dir = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
     ports = {flag: free_local_port() for flag in RAY_PORT_FLAGS}
     command = [
-        str(BIN / "ray"), "start", "--head", "--block", "--num-cpus", "2",
+        str(bin_dir / "ray"), "start", "--head", "--block", "--num-cpus", "2",
         "--temp-dir", str(temp_dir), "--node-ip-address", "127.0.0.1",
         "--dashboard-host", "127.0.0.1", "--include-dashboard", "true",
     ]
     for flag, port in ports.items():
         command += [flag, str(port)]
     env = {
-        "PATH": f"{BIN}:{os.environ['PATH']}",  # the job's `python`
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",  # the job's `python`
         "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM: stop now, no 30 s drain
         **(extra_env or {}),
     }
