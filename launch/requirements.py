@@ -57,9 +57,7 @@ def imported_modules(root: Path, module: str, project_packages: tuple[str, ...])
     return found
 
 
-def pinned_requirements(
-    root: Path, module: str, project_packages: tuple[str, ...]
-) -> list[str]:
+def pinned_requirements(root: Path, module: str, project_packages: tuple[str, ...]) -> list[str]:
     """`["numpy==X", ...]`: the distributions providing `module`'s third-party imports, at
     their installed versions, sorted; the standard library and Ray itself left out."""
     providers = packages_distributions()

@@ -8,6 +8,7 @@ into the job's environment by the head): minutes, not seconds."""
 import json
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -25,15 +26,17 @@ pytestmark = [pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def bare_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding ray[default] at this project's pinned version and nothing else."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pin = f"ray[default]=={version('ray')}"
-    subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", pin], check=True
-    )
-    return venv / "bin"
+def bare_bin() -> Iterator[Path]:
+    """A venv holding ray[default] at this project's pinned version and nothing else (in
+    its own temp dir: pytest's rotating basetemp is shared with other runs on this host)."""
+    with tempfile.TemporaryDirectory(prefix="bare-ray-", dir="/tmp") as folder:
+        venv = Path(folder) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pin = f"ray[default]=={version('ray')}"
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", pin], check=True
+        )
+        yield venv / "bin"
 
 
 @pytest.fixture(scope="module")
