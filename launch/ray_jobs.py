@@ -13,7 +13,7 @@ from pathlib import Path
 from ray._private.authentication.authentication_token_setup import (
     maybe_enable_token_auth_if_token_available,
 )
-from ray._raylet import AuthenticationTokenLoader, Config
+from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from workloads.common.transport import MARKER
