@@ -96,10 +96,10 @@ def run_remote(
             command += ["--s3-endpoint", remote.s3_endpoint]
         requirements = pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES)
         if remote.token is None:
-            log = run_job(remote.address, folder, command, env, show, requirements)
+            log = run_job(remote.address, folder, command, env, show, requirements=requirements)
         else:
             with client_token(remote.token):
-                log = run_job(remote.address, folder, command, env, show, requirements)
+                log = run_job(remote.address, folder, command, env, show, requirements=requirements)
     destination = LocalStorage(local_out)
     if remote.bucket:
         copy_all(open_storage(job_out, remote.s3_endpoint), destination)

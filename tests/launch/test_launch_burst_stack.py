@@ -111,10 +111,18 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     submitted: dict[str, Any] = {}
 
     def fake_run_job(
-        address: str, folder: Path, command: list[str], env: dict[str, str], show: Any
+        address: str,
+        folder: Path,
+        command: list[str],
+        env: dict[str, str],
+        show: Any,
+        requirements: list[str] | None = None,
     ) -> str:
         submitted.update(
-            address=address, command=command, files=sorted(p.name for p in folder.rglob("*.json"))
+            address=address,
+            requirements=requirements,
+            command=command,
+            files=sorted(p.name for p in folder.rglob("*.json")),
         )
         job_out = command[command.index("--out") + 1]
         bucket, prefix = job_out.removeprefix("s3://").split("/", 1)
@@ -147,6 +155,8 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     assert aws.terminated() == 1  # the session ended with the run
     port = session[session.index("--parameters") + 1].split("localPortNumber=")[1]
     assert submitted["address"] == f"http://127.0.0.1:{port}"
+    assert submitted["requirements"]  # the workload's imports, pinned, reach the burst cluster
+    assert all("==" in pin and not pin.startswith("ray==") for pin in submitted["requirements"])
     command = submitted["command"]
     assert command[:2] == ["-m", "workloads.burst"]
     flags = dict(zip(command[2::2], command[3::2], strict=False))
