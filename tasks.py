@@ -29,6 +29,24 @@ from workloads.common.options import OptionError, OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
+CREDENTIALS_HINT = "configure AWS credentials (`aws configure` or `aws sso login`)"
+
+
+def _aws_errors() -> tuple[type[Exception], ...]:
+    """What boto3 raises for missing credentials, an unreachable endpoint or a refusal."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
+def _fail(error: BaseException) -> Exit:
+    """The task's end for `error`: one line, exit code 2."""
+    from botocore.exceptions import NoCredentialsError
+
+    text = " ".join(str(error).split())
+    if isinstance(error, NoCredentialsError):
+        text = f"AWS: {text}; {CREDENTIALS_HINT}"
+    return Exit(f"error: {text}", code=2)
 
 
 def options_task(*specs: OptionSpec[Any]) -> Callable[[Callable[..., None]], Task]:
@@ -86,8 +104,13 @@ def plan(c: Context, stack: str = "dev") -> None:
     """Show what a stack would create and its hourly cost, offline (no Pulumi CLI, no AWS)."""
     from launch.plan import plan as plan_stack
     from launch.plan import render_plan
+    from stacks.fields import ConfigError
 
-    print(render_plan(*plan_stack(stack)))
+    try:
+        planned = plan_stack(stack)
+    except (FileNotFoundError, ConfigError) as error:
+        raise _fail(error) from None
+    print(render_plan(*planned))
 
 
 @task(help={"stack": STACK_HELP})
@@ -152,8 +175,9 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
 
     try:
         folder = run(options, target)
-    except (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiCliMissing) as error:
-        raise Exit(f"error: {error}", code=2) from None
+    except (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiError,
+            *_aws_errors()) as error:
+        raise _fail(error) from None
     except RuntimeError as error:  # the workload failed; its own output said why
         raise Exit(f"error: {error}", code=1) from None
     print(f"results and figures in {folder}")
@@ -177,21 +201,23 @@ def fetch_prices(c: Context, instance_type: str = "c5.xlarge", region: str = "us
     target = Path(out or f"spot-prices/{instance_type}_{region}_{days:g}d.json")
     try:
         count = fetch_spot_prices(instance_type, region, days, target, endpoint_url)
-    except (ValueError, RuntimeError) as error:
-        raise Exit(f"error: {error}", code=2) from None
+    except (ValueError, RuntimeError, *_aws_errors()) as error:
+        raise _fail(error) from None
     print(f"wrote {count} records to {target}")
 
 
 # --- network emulation and the local two-site lab -----------------------------------------
 
 PROFILE_HELP = "Profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
+
+
 def _netem_errors() -> tuple[type[Exception], ...]:
     from netem.lab import LabNotFound, LabUnavailable
     from netem.profile import ProfileError
     from stacks.outputs import StackOutputsError
 
     return (ProfileError, LabNotFound, LabUnavailable, StackOutputsError, ValueError,
-            pulumi_cli.PulumiCliMissing)
+            pulumi_cli.PulumiError, *_aws_errors())
 
 
 @task(help={"bw": BW_HELP, "profile": PROFILE_HELP,
@@ -209,7 +235,7 @@ def lab_up(c: Context, bw: str | None = None, profile: str | None = None,
     try:
         lab = start(bw, profile, cloud_nodes, hpc_cpus, cloud_cpus)
     except _netem_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
     print(json.dumps(lab.to_dict(), indent=2))
     print(f"lab {lab.lab_id} is up; run the driver on-prem with the prefix in "
           f"site_prefixes.onprem; remove it with `invoke lab-down --lab {lab.lab_id}`",
@@ -224,7 +250,7 @@ def lab_down(c: Context, lab: str | None = None) -> None:
     try:
         removed = stop(lab)
     except _netem_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
     print("\n".join(f"removed {item}" for item in removed))
 
 
@@ -236,7 +262,7 @@ def lab_status(c: Context, lab: str | None = None) -> None:
     try:
         print(lab_report(lab))
     except _netem_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
 
 
 @task(help={"bw": BW_HELP, "profile": PROFILE_HELP,
@@ -253,7 +279,7 @@ def measure_link(c: Context, bw: str | None = None, profile: str | None = None,
     try:
         _, table = measure(bw, profile, out, seconds)
     except _netem_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
     print(table)
     print(f"wrote {out}/link.json")
 
@@ -271,7 +297,7 @@ def netem(c: Context, stack: str = "dev", bw: str | None = None, profile: str | 
             raise ValueError("give --reset alone, or a profile/--bw without --reset")
         statuses = netem_on_stack(stack, None if reset else load_profile(profile, bw))
     except _netem_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
     print(format_statuses(statuses))
     if not all(status.ok for status in statuses):
         raise Exit("error: a node failed (see above); the others were reset", code=1)
@@ -296,7 +322,7 @@ def run_burst(c: Context, options: BurstOptions, target: BurstRunTarget,
     try:
         folder = run(options, target.bw, target.out, target.stack, lab=lab)
     except _burst_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
     print(f"results and figures: {folder}")
 
 
@@ -309,7 +335,7 @@ def sweep_burst(c: Context, options: BurstOptions, target: BurstSweepTarget,
     try:
         folder = sweep(options, target.bw, target.out, target.stack, lab=lab)
     except _burst_errors() as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise _fail(error) from None
     print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
 
 

@@ -31,5 +31,8 @@ def lab_report(lab_id: str | None) -> str:
 def measure(bw: str | None, profile: str | None, out: str,
             seconds: float) -> tuple[dict[str, Any], str]:
     """Measure a fresh lab's link both ways; returns link.json's content and a table."""
-    link = measure_link(load_profile(profile, bw), Path(out), seconds=seconds)
+    folder = Path(out)
+    if folder.exists() and any(folder.iterdir()):
+        raise ValueError(f"--out {folder.resolve()} already holds files")
+    link = measure_link(load_profile(profile, bw), folder, seconds=seconds)
     return link, format_table(link)

@@ -15,8 +15,16 @@ INSTALL_HINT = (
 )
 
 
-class PulumiCliMissing(RuntimeError):
+class PulumiError(RuntimeError):
+    """The Pulumi CLI is missing or failed; the message is one line a task can print."""
+
+
+class PulumiCliMissing(PulumiError):
     """Raised when a task needs the `pulumi` executable and it is not on PATH."""
+
+
+class PulumiCliFailed(PulumiError):
+    """`pulumi ...` exited non-zero (no backend, unknown stack, ...): its stderr, one line."""
 
 
 def pulumi_executable() -> str:
@@ -37,12 +45,28 @@ def stack_outputs(stack: str, show_secrets: bool = False) -> dict[str, Any]:
     command = [pulumi_executable(), "stack", "output", "--json", "--stack", stack]
     if show_secrets:
         command.append("--show-secrets")
-    completed = subprocess.run(command, cwd=PROJECT_DIR, check=True, capture_output=True, text=True)
-    outputs: dict[str, Any] = json.loads(completed.stdout)
+    completed = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise PulumiCliFailed(
+            f"`pulumi stack output --stack {stack}` failed: {_last_line(completed)}"
+        )
+    try:
+        outputs: dict[str, Any] = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise PulumiCliFailed(
+            f"`pulumi stack output --stack {stack}` printed no JSON: {_last_line(completed)}"
+        ) from None
     return outputs
 
 
-class PulumiNotLoggedIn(RuntimeError):
+def _last_line(completed: subprocess.CompletedProcess[str]) -> str:
+    """The last non-empty line Pulumi printed (its `error: ...`), else the exit code."""
+    lines = [line.strip() for line in (completed.stderr or completed.stdout).splitlines()]
+    lines = [line for line in lines if line]
+    return lines[-1] if lines else f"exit code {completed.returncode}"
+
+
+class PulumiNotLoggedIn(PulumiError):
     """Raised when `pulumi whoami` finds no logged-in backend."""
 
 
@@ -52,6 +76,5 @@ def backend_user() -> str:
         [pulumi_executable(), "whoami"], cwd=PROJECT_DIR, capture_output=True, text=True
     )
     if completed.returncode != 0:
-        reason = (completed.stderr or completed.stdout).strip().splitlines()
-        raise PulumiNotLoggedIn(reason[-1] if reason else f"exit code {completed.returncode}")
+        raise PulumiNotLoggedIn(_last_line(completed))
     return completed.stdout.strip()

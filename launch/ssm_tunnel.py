@@ -7,10 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from launch.tunnel import tunnel
+from launch.tunnel import TunnelFailed, tunnel
 from netem.ports import free_local_port
 
 READY_TEXT = "Waiting for connections"
+PLUGIN_MISSING_TEXT = "SessionManagerPlugin is not found"
+PLUGIN_HINT = (
+    "the AWS CLI's Session Manager plugin is not installed (needed for --stack): install it, "
+    "see https://docs.aws.amazon.com/systems-manager/latest/userguide/"
+    "session-manager-working-with-install-plugin.html"
+)
 
 
 def tunnel_command(
@@ -38,5 +44,10 @@ def ssm_port_forward(
     once the session reports it is waiting for connections; ends the session afterwards."""
     local_port = free_local_port()
     command = tunnel_command(instance_id, remote_port, local_port, region)
-    with tunnel(command, READY_TEXT, "--stack"):
-        yield local_port
+    try:
+        with tunnel(command, READY_TEXT, "--stack"):
+            yield local_port
+    except TunnelFailed as failed:
+        if PLUGIN_MISSING_TEXT in str(failed):
+            raise TunnelFailed(PLUGIN_HINT) from None
+        raise
