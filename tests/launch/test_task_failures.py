@@ -53,7 +53,7 @@ def no_aws_credentials(tmp_path: Path) -> dict[str, str]:
 
 def invoke(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*INVOKE, *args], cwd=PROJECT_DIR, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)  # a guard against a hang only
 
 
 def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], line: str) -> None:
