@@ -173,10 +173,10 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
     from launch.ray_jobs import JobFailed
     from launch.tunnel import TunnelFailed
 
+    failures = (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiError, *_aws_errors())
     try:
         folder = run(options, target)
-    except (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiError,
-            *_aws_errors()) as error:
+    except failures as error:
         raise _fail(error) from None
     except RuntimeError as error:  # the workload failed; its own output said why
         raise Exit(f"error: {error}", code=1) from None
@@ -199,9 +199,10 @@ def fetch_prices(c: Context, instance_type: str = "c5.xlarge", region: str = "us
     from launch.spot_prices import fetch_spot_prices
 
     target = Path(out or f"spot-prices/{instance_type}_{region}_{days:g}d.json")
+    failures = (ValueError, RuntimeError, *_aws_errors())
     try:
         count = fetch_spot_prices(instance_type, region, days, target, endpoint_url)
-    except (ValueError, RuntimeError, *_aws_errors()) as error:
+    except failures as error:
         raise _fail(error) from None
     print(f"wrote {count} records to {target}")
 
