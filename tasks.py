@@ -173,7 +173,9 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
     from launch.ray_jobs import JobFailed
     from launch.tunnel import TunnelFailed
 
-    failures = (ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiError, *_aws_errors())
+    failures: tuple[type[Exception], ...] = (
+        ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiError, *_aws_errors()
+    )
     try:
         folder = run(options, target)
     except failures as error:
@@ -199,7 +201,7 @@ def fetch_prices(c: Context, instance_type: str = "c5.xlarge", region: str = "us
     from launch.spot_prices import fetch_spot_prices
 
     target = Path(out or f"spot-prices/{instance_type}_{region}_{days:g}d.json")
-    failures = (ValueError, RuntimeError, *_aws_errors())
+    failures: tuple[type[Exception], ...] = (ValueError, RuntimeError, *_aws_errors())
     try:
         count = fetch_spot_prices(instance_type, region, days, target, endpoint_url)
     except failures as error:
