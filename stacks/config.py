@@ -28,6 +28,8 @@ from vocab.spot import (
 )
 
 PROJECT = "spotburst"
+# The one way to let adminCidrs hold 0.0.0.0/0 or ::/0: loud on purpose.
+WORLD_ADMIN_OPT_IN = "allowWorldAdminAccess"
 RAY_ON_EKS = ("doll", "elastic", "rl", "inference")
 """Experiments that run as a RayCluster of their own on the shared EKS spot cluster."""
 KNOWN_EXPERIMENTS = (*RAY_ON_EKS, "burst")
@@ -156,6 +158,7 @@ class SpotburstConfig:
     region: str
     experiments: tuple[str, ...]
     admin_cidrs: tuple[str, ...]
+    allow_world_admin_access: bool
     bucket: BucketConfig
     spot_cluster: SpotClusterConfig | None
     """None when no experiment runs on EKS."""
@@ -199,9 +202,13 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         if key.startswith(f"{PROJECT}:")
     }
     top = Fields(PROJECT, ours, separator=":")
-    top.reject_unknown({"experiments", "adminCidrs", "bucket", "spotCluster", "burst", *RAY_ON_EKS})
+    top.reject_unknown(
+        {"experiments", "adminCidrs", WORLD_ADMIN_OPT_IN, "bucket", "spotCluster", "burst",
+         *RAY_ON_EKS}
+    )
     experiments = _experiments(top)
-    admin_cidrs = _admin_cidrs(top)
+    allow_world = top.boolean(WORLD_ADMIN_OPT_IN) if WORLD_ADMIN_OPT_IN in top.values else False
+    admin_cidrs = _admin_cidrs(top, allow_world)
     ray_version, ray_image = installed_ray_image()
     on_eks = [name for name in experiments if name in RAY_ON_EKS]
     spot_cluster = _section(top, "spotCluster", bool(on_eks), _spot_cluster)
@@ -215,6 +222,7 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         region=region,
         experiments=experiments,
         admin_cidrs=admin_cidrs,
+        allow_world_admin_access=allow_world,
         bucket=_bucket(top.object("bucket")),
         spot_cluster=spot_cluster,
         ray_clusters={name: ray_clusters[name] for name in on_eks},
@@ -254,11 +262,19 @@ def _experiments(top: Fields) -> tuple[str, ...]:
     return names
 
 
-def _admin_cidrs(top: Fields) -> tuple[str, ...]:
+def _admin_cidrs(top: Fields, allow_world: bool) -> tuple[str, ...]:
     cidrs = top.raw("adminCidrs") if "adminCidrs" in top.values else []
     if not isinstance(cidrs, list):
         raise ConfigError(f"{top.key('adminCidrs')}: {cidrs!r} is not a list of CIDR blocks")
-    return tuple(parse_cidr(top.key("adminCidrs"), cidr, private=False) for cidr in cidrs)
+    parsed = tuple(parse_cidr(top.key("adminCidrs"), cidr, private=False) for cidr in cidrs)
+    world = [cidr for cidr in parsed if ipaddress.ip_network(cidr).prefixlen == 0]
+    if world and not allow_world:
+        raise ConfigError(
+            f"{top.key('adminCidrs')}: {world[0]} opens the EKS API and SSH to the whole "
+            f"internet; list your own address (e.g. 203.0.113.7/32), or set "
+            f"{top.key(WORLD_ADMIN_OPT_IN)}: true if you really mean it"
+        )
+    return parsed
 
 
 def _bucket(fields: Fields) -> BucketConfig:

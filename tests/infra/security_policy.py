@@ -1,6 +1,7 @@
 """Security rules every declared resource of every stack must satisfy.
 
-Each rule walks all resources of an offline run and returns human-readable violations.
+Each rule has an id and walks all resources of an offline run; it returns one Violation per
+finding, so a test can assert WHICH rule fired, not only that something did.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from launch.offline import DeclaredResource, OfflineRun
@@ -17,6 +19,46 @@ from tests.infra import cluster_policy
 OPEN_TO_WORLD = ("0.0.0.0/0", "::/0")
 AWS_ACCESS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
 AWS_KEY_NAMES = re.compile(r"aws_(secret_)?access_key(_id)?|aws_session_token", re.IGNORECASE)
+BROAD_MANAGED_POLICIES = ("/AdministratorAccess", "/PowerUserAccess", "/IAMFullAccess")
+ROLE = "aws:iam/role:Role"
+BUCKET = "aws:s3/bucket:Bucket"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    resource: str
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"{self.resource}: " if self.resource else ""
+        return f"[{self.rule}] {where}{self.detail}"
+
+    def __contains__(self, text: str) -> bool:
+        return text in str(self)
+
+
+def _label(resource: DeclaredResource) -> str:
+    return f"{resource.type} {resource.name}"
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _document(text: Any) -> dict[str, Any]:
+    document = json.loads(text) if isinstance(text, str) else text
+    return document if isinstance(document, dict) else {}
+
+
+def _statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in _as_list(document.get("Statement")) if isinstance(s, dict)]
+
+
+# --- network ----------------------------------------------------------------------------
 
 
 def _ingress_sources(resource: DeclaredResource) -> Iterator[str]:
@@ -38,17 +80,23 @@ def _ingress_sources(resource: DeclaredResource) -> Iterator[str]:
         yield from inputs.get("publicAccessCidrs") or list(OPEN_TO_WORLD)
 
 
-def no_ingress_from_the_world(run: OfflineRun) -> list[str]:
-    allowed = set(run.config.admin_cidrs)
+def no_ingress_from_the_world(run: OfflineRun) -> list[Violation]:
+    """0.0.0.0/0 and ::/0 never reach anything, whatever adminCidrs says, unless the stack
+    set the loud opt-in (spotburst:allowWorldAdminAccess)."""
+    if run.config.allow_world_admin_access:
+        return []
     return [
-        f"{resource.type} {resource.name}: ingress from {source} (not in adminCidrs)"
+        Violation("world-ingress", _label(resource), f"ingress from {source}")
         for resource in run.resources
         for source in _ingress_sources(resource)
-        if str(ipaddress.ip_network(source)) in OPEN_TO_WORLD and source not in allowed
+        if ipaddress.ip_network(source, strict=False).prefixlen == 0
     ]
 
 
-def buckets_are_private_and_encrypted(run: OfflineRun) -> list[str]:
+# --- storage ----------------------------------------------------------------------------
+
+
+def buckets_are_private_and_encrypted(run: OfflineRun) -> list[Violation]:
     def settings_of(resource_type: str) -> dict[str, dict[str, Any]]:
         return {r.inputs["bucket"]: r.inputs for r in run.of_type(resource_type)}
 
@@ -58,69 +106,162 @@ def buckets_are_private_and_encrypted(run: OfflineRun) -> list[str]:
     )
     flags = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
     violations = []
-    for bucket in run.of_type("aws:s3/bucket:Bucket"):
-        bucket_id = bucket.resource_id
-        block = public_access.get(bucket_id, {})
-        if not all(block.get(flag) is True for flag in flags):
-            violations.append(f"bucket {bucket.name}: public access not fully blocked")
-        if bucket_id not in encryption:
-            violations.append(f"bucket {bucket.name}: no server-side encryption")
+    for bucket in run.of_type(BUCKET):
+        block = public_access.get(bucket.resource_id, {})
+        missing = [flag for flag in flags if block.get(flag) is not True]
+        if missing:
+            violations.append(Violation("bucket-public-access", _label(bucket),
+                                        f"public access not blocked: {', '.join(missing)}"))
+        if bucket.resource_id not in encryption:
+            violations.append(Violation("bucket-encryption", _label(bucket),
+                                        "no server-side encryption"))
     return violations
 
 
-def file_systems_are_encrypted(run: OfflineRun) -> list[str]:
+def _denies_insecure_transport(statement: dict[str, Any], bucket_arn: str) -> bool:
+    """Deny, to everyone, every S3 action on the bucket and its objects, without TLS."""
+    principal = statement.get("Principal")
+    everyone = principal == "*" or (
+        isinstance(principal, dict) and _as_list(principal.get("AWS")) == ["*"]
+    )
+    actions = {str(a).lower() for a in _as_list(statement.get("Action"))}
+    condition = (statement.get("Condition") or {}).get("Bool") or {}
+    return (
+        statement.get("Effect") == "Deny"
+        and everyone
+        and bool(actions & {"s3:*", "*"})
+        and {bucket_arn, f"{bucket_arn}/*"} <= set(_as_list(statement.get("Resource")))
+        and str(condition.get("aws:SecureTransport")).lower() == "false"
+    )
+
+
+def buckets_deny_insecure_transport(run: OfflineRun) -> list[Violation]:
+    policies: dict[str, list[dict[str, Any]]] = {}
+    for policy in run.of_type(BUCKET_POLICY):
+        policies.setdefault(policy.inputs["bucket"], []).extend(
+            _statements(_document(policy.inputs["policy"]))
+        )
+    violations = []
+    for bucket in run.of_type(BUCKET):
+        arn = f"arn:aws:s3:::{bucket.resource_id}"
+        statements = policies.get(bucket.resource_id, [])
+        if not any(_denies_insecure_transport(s, arn) for s in statements):
+            violations.append(Violation("bucket-tls-only", _label(bucket),
+                                        "no bucket policy denies access without TLS"))
+    return violations
+
+
+def file_systems_are_encrypted(run: OfflineRun) -> list[Violation]:
     return [
-        f"EFS {fs.name}: not encrypted"
+        Violation("efs-encryption", _label(fs), "not encrypted")
         for fs in run.of_type("aws:efs/fileSystem:FileSystem")
         if fs.inputs.get("encrypted") is not True
     ]
 
 
-def imds_v2_is_required(run: OfflineRun) -> list[str]:
+# --- instances --------------------------------------------------------------------------
+
+
+def imds_v2_is_required(run: OfflineRun) -> list[Violation]:
     violations = []
     for resource in run.resources:
         if resource.type in ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate"):
             tokens = (resource.inputs.get("metadataOptions") or {}).get("httpTokens")
             if tokens != "required":
-                violations.append(f"{resource.type} {resource.name}: IMDSv2 not required")
+                violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
         elif (
             resource.type == "eks:index:ManagedNodeGroup"
             and resource.inputs.get("enableIMDSv2") is not True
         ):
-            violations.append(f"node group {resource.name}: IMDSv2 not required")
+            violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
     return violations
 
 
-def _policy_documents(resource: DeclaredResource) -> Iterator[dict[str, Any]]:
-    if resource.type in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"):
-        yield json.loads(resource.inputs["policy"])
-    elif resource.type == "aws:iam/role:Role":
+# --- IAM --------------------------------------------------------------------------------
+
+
+def _permission_documents(resource: DeclaredResource) -> Iterator[dict[str, Any]]:
+    """Every permissions document a resource carries (not trust policies)."""
+    if resource.type in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy",
+                         "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy",
+                         BUCKET_POLICY):
+        yield _document(resource.inputs["policy"])
+    elif resource.type == ROLE:
         for inline in resource.inputs.get("inlinePolicies") or []:
-            yield json.loads(inline["policy"])
+            yield _document(inline["policy"])
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
+def _is_wildcard_action(action: Any) -> bool:
+    text = str(action).strip()
+    return text == "*" or text.endswith(":*")
 
 
-def iam_grants_no_wildcards(run: OfflineRun) -> list[str]:
+def iam_grants_no_wildcards(run: OfflineRun) -> list[Violation]:
+    """No Allow of `*` or `service:*` (or NotAction) on any resource, in any policy."""
     violations = []
     for resource in run.resources:
-        for document in _policy_documents(resource):
-            for statement in _as_list(document.get("Statement", [])):
-                if statement.get("Effect") != "Allow" or "*" not in _as_list(
-                    statement.get("Resource")
-                ):
+        for document in _permission_documents(resource):
+            for statement in _statements(document):
+                if statement.get("Effect") != "Allow":
                     continue
-                wild = [
-                    a for a in _as_list(statement.get("Action")) if a == "*" or a.endswith(":*")
-                ]
+                if "NotAction" in statement:
+                    violations.append(Violation("iam-wildcard-action", _label(resource),
+                                                "allows everything but NotAction"))
+                wild = [a for a in _as_list(statement.get("Action")) if _is_wildcard_action(a)]
                 if wild:
-                    violations.append(f"{resource.type} {resource.name}: allows {wild} on *")
+                    on = _as_list(statement.get("Resource")) or ["(no resource)"]
+                    violations.append(Violation("iam-wildcard-action", _label(resource),
+                                                f"allows {wild} on {on}"))
         if resource.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
-            if resource.inputs["policyArn"].endswith(("/AdministratorAccess", "/PowerUserAccess")):
-                violations.append(f"{resource.name}: attaches {resource.inputs['policyArn']}")
+            arn = str(resource.inputs.get("policyArn", ""))
+            if arn.endswith(BROAD_MANAGED_POLICIES):
+                violations.append(Violation("iam-broad-managed-policy", _label(resource),
+                                            f"attaches {arn}"))
     return violations
+
+
+def _principals(statement: dict[str, Any]) -> dict[str, list[Any]]:
+    principal = statement.get("Principal")
+    if principal == "*":
+        return {"AWS": ["*"]}
+    if not isinstance(principal, dict):
+        return {}
+    return {kind: _as_list(value) for kind, value in principal.items()}
+
+
+def _condition_keys(statement: dict[str, Any]) -> dict[str, Any]:
+    """Condition keys (lower-cased) under operators that pin a value, with their values."""
+    keys: dict[str, Any] = {}
+    for operator, entries in (statement.get("Condition") or {}).items():
+        if operator in ("StringEquals", "StringLike") and isinstance(entries, dict):
+            keys.update({key.lower(): value for key, value in entries.items()})
+    return keys
+
+
+def trust_policies_are_scoped(run: OfflineRun) -> list[Violation]:
+    """Who may assume each role: never any AWS principal; a federated principal only for one
+    subject and audience (its `sub` and `aud` pinned, `sub` not a bare wildcard)."""
+    violations = []
+    for role in run.of_type(ROLE):
+        for statement in _statements(_document(role.inputs.get("assumeRolePolicy") or "{}")):
+            if statement.get("Effect") != "Allow":
+                continue
+            principals = _principals(statement)
+            if "*" in principals.get("AWS", []) or "NotPrincipal" in statement:
+                violations.append(Violation("trust-any-principal", _label(role),
+                                            "any AWS principal may assume the role"))
+            if principals.get("Federated"):
+                keys = _condition_keys(statement)
+                sub = [v for k, v in keys.items() if k.endswith(":sub")]
+                aud = [v for k, v in keys.items() if k.endswith(":aud")]
+                if not sub or not aud or any(v in ("*", ["*"]) for v in sub):
+                    violations.append(Violation(
+                        "trust-federated-unscoped", _label(role),
+                        f"federated {principals['Federated']} not pinned by sub and aud"))
+    return violations
+
+
+# --- secrets ----------------------------------------------------------------------------
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
@@ -134,30 +275,43 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
         yield path, value
 
 
-def no_static_aws_keys(run: OfflineRun) -> list[str]:
+def no_static_aws_keys(run: OfflineRun) -> list[Violation]:
     violations = []
     for resource in run.resources:
         for path, value in _walk(resource.inputs, resource.name):
             leaf = path.rsplit(".", 1)[-1]
             if isinstance(value, str) and AWS_ACCESS_KEY_ID.search(value):
-                violations.append(f"{resource.type} {path}: holds an AWS access key id")
+                violations.append(Violation("static-aws-key", f"{resource.type} {path}",
+                                            "holds an AWS access key id"))
             elif AWS_KEY_NAMES.fullmatch(leaf) or (
                 isinstance(value, str) and AWS_KEY_NAMES.fullmatch(value)
             ):
-                violations.append(f"{resource.type} {path}: names an AWS key ({leaf or value})")
+                violations.append(Violation("static-aws-key", f"{resource.type} {path}",
+                                            f"names an AWS key ({leaf or value})"))
     return violations
 
 
-RULES: list[Callable[[OfflineRun], list[str]]] = [
+RULES: list[Callable[[OfflineRun], list[Violation]] | Callable[[OfflineRun], list[str]]] = [
     no_ingress_from_the_world,
     buckets_are_private_and_encrypted,
+    buckets_deny_insecure_transport,
     file_systems_are_encrypted,
     imds_v2_is_required,
     iam_grants_no_wildcards,
+    trust_policies_are_scoped,
     no_static_aws_keys,
-    *cluster_policy.RULES,
+    *cluster_policy.RULES,  # plain messages: their rule id is the function's name
 ]
 
 
-def violations(run: OfflineRun) -> list[str]:
-    return [violation for rule in RULES for violation in rule(run)]
+def violations(run: OfflineRun) -> list[Violation]:
+    return [
+        found if isinstance(found, Violation) else Violation(rule.__name__, "", found)
+        for rule in RULES
+        for found in rule(run)
+    ]
+
+
+def fired(run: OfflineRun) -> set[str]:
+    """The ids of the rules a run breaks."""
+    return {violation.rule for violation in violations(run)}

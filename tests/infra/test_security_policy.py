@@ -4,30 +4,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from launch.offline import DeclaredResource, OfflineRun, run_offline
+from launch.offline import DeclaredResource, OfflineRun
 from stacks.config import KNOWN_EXPERIMENTS
-from tests.infra.security_policy import violations
+from stacks.fields import ConfigError
+from tests.helpers.offline_cache import cached_run
+from tests.infra.security_policy import fired, violations
+
+
+@pytest.fixture
+def dev_run() -> OfflineRun:
+    return cached_run()
 
 
 def test_dev_stack_passes_the_policy(dev_run: OfflineRun) -> None:
     assert violations(dev_run) == []
 
 
-def test_every_experiment_enabled_passes_the_policy(dev_config: dict[str, str]) -> None:
-    config = {**dev_config, "spotburst:experiments": json.dumps(list(KNOWN_EXPERIMENTS))}
-    run = run_offline(config, "dev")
+def test_every_experiment_enabled_passes_the_policy() -> None:
+    run = cached_run({"spotburst:experiments": json.dumps(list(KNOWN_EXPERIMENTS))})
     assert set(run.config.experiments) == set(KNOWN_EXPERIMENTS)
     assert violations(run) == []
 
 
-def test_admin_cidrs_open_the_eks_endpoint_to_those_sources_only(
-    dev_config: dict[str, str],
-) -> None:
-    run = run_offline({**dev_config, "spotburst:adminCidrs": '["203.0.113.7/32"]'}, "dev")
+def test_admin_cidrs_open_the_eks_endpoint_to_those_sources_only() -> None:
+    run = cached_run({"spotburst:adminCidrs": '["203.0.113.7/32"]'})
     cluster = run.one("eks:index:Cluster").inputs
     assert cluster["endpointPublicAccess"] is True
     assert cluster["publicAccessCidrs"] == ["203.0.113.7/32"]
@@ -58,64 +63,232 @@ def _without(run: OfflineRun, resource_type: str) -> OfflineRun:
     return dataclasses.replace(run, resources=[r for r in run.resources if r.type != resource_type])
 
 
-def _wildcard_policy(action: str) -> dict[str, Any]:
-    statement = {"Effect": "Allow", "Action": action, "Resource": "*"}
+def _edited(
+    run: OfflineRun, resource_type: str, name: str, key: str, change: Callable[[Any], None]
+) -> OfflineRun:
+    """The run with one declared resource's JSON document input `key` changed in place."""
+    def edit(resource: DeclaredResource) -> DeclaredResource:
+        if (resource.type, resource.name) != (resource_type, name):
+            return resource
+        document = json.loads(resource.inputs[key])
+        change(document)
+        return dataclasses.replace(resource, inputs={**resource.inputs, key: json.dumps(document)})
+
+    edited = [edit(resource) for resource in run.resources]
+    assert edited != run.resources, f"no {resource_type} {name} in the run"
+    return dataclasses.replace(run, resources=edited)
+
+
+def _statement(index: int, **values: Any) -> Callable[[Any], None]:
+    return lambda document: document["Statement"][index].update(values)
+
+
+def _wildcard_policy(action: str, resource: str = "*") -> dict[str, Any]:
+    statement = {"Effect": "Allow", "Action": action, "Resource": resource}
     return {"policy": json.dumps({"Version": "2012-10-17", "Statement": [statement]})}
 
 
-BROKEN = {
-    "ssh-from-anywhere": lambda run: _with(
-        run,
-        "aws:ec2/securityGroup:SecurityGroup",
-        {
-            "ingress": [
-                {"fromPort": 22, "toPort": 22, "protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"]}
-            ]
-        },
+def _trust(statement: dict[str, Any]) -> dict[str, Any]:
+    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", **statement}]}
+    return {"assumeRolePolicy": json.dumps(document)}
+
+
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE = "aws:iam/role:Role"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+OIDC = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/X"
+
+# Each breakage of the real dev stack -> exactly the rules that must fire.
+BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
+    "s3-star-on-the-bucket": (
+        lambda run: _edited(run, ROLE_POLICY, "doll-ray-pods-bucket", "policy",
+                            _statement(1, Action="s3:*")),
+        {"iam-wildcard-action"},
     ),
-    "ipv6-rule-from-anywhere": lambda run: _with(
-        run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", {"cidrIpv6": "::/0"}
+    "s3-star-on-the-bucket-for-burst-nodes": (
+        lambda run: _edited(run, ROLE_POLICY, "burst-nodes-bucket", "policy",
+                            _statement(0, Action=["s3:ListBucket", "s3:*"])),
+        {"iam-wildcard-action"},
     ),
-    "public-eks-endpoint": lambda run: _with(
-        run, "eks:index:Cluster", {"endpointPublicAccess": True}
+    "any-aws-principal-in-a-trust-policy": (
+        lambda run: _edited(run, ROLE, "burst-nodes", "assumeRolePolicy",
+                            _statement(0, Principal={"AWS": "*"})),
+        {"trust-any-principal"},
     ),
-    "bucket-public-access-not-blocked": lambda run: _without(
-        run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+    "star-principal-in-a-trust-policy": (
+        lambda run: _edited(run, ROLE, "eks-node-role", "assumeRolePolicy",
+                            _statement(0, Principal="*")),
+        {"trust-any-principal"},
     ),
-    "bucket-unencrypted": lambda run: _without(
-        run,
-        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "web-identity-without-sub": (
+        lambda run: _edited(run, ROLE, "doll-ray-pods", "assumeRolePolicy",
+                            lambda doc: doc["Statement"][0].update(Condition={"StringEquals": {
+                                k: v for k, v in doc["Statement"][0]["Condition"]
+                                ["StringEquals"].items() if k.endswith(":aud")}})),
+        {"trust-federated-unscoped"},
     ),
-    "efs-unencrypted": lambda run: _with(
-        run, "aws:efs/fileSystem:FileSystem", {"encrypted": False}
+    "web-identity-for-any-subject": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringLike": {"oidc.eks/id/X:sub": "*", "oidc.eks/id/X:aud": "sts"}},
+        })),
+        {"trust-federated-unscoped"},
     ),
-    "instance-imdsv1": lambda run: _with(
-        run, "aws:ec2/instance:Instance", {"metadataOptions": {"httpTokens": "optional"}}
+    "web-identity-without-condition": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity"})),
+        {"trust-federated-unscoped"},
     ),
-    "launch-template-imdsv1": lambda run: _with(run, "aws:ec2/launchTemplate:LaunchTemplate", {}),
-    "node-group-imdsv1": lambda run: _with(
-        run, "eks:index:ManagedNodeGroup", {"enableIMDSv2": False}
+    "tls-deny-flipped-to-allow": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            _statement(0, Effect="Allow")),
+        # an Allow of s3:* to everyone is also a wildcard grant
+        {"bucket-tls-only", "iam-wildcard-action"},
     ),
-    "iam-star-on-star": lambda run: _with(
-        run, "aws:iam/rolePolicy:RolePolicy", _wildcard_policy("*")
+    "tls-deny-only-on-the-objects": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            lambda doc: doc["Statement"][0].update(
+                                Resource=doc["Statement"][0]["Resource"][1:])),
+        {"bucket-tls-only"},
     ),
-    "iam-s3-star-on-star": lambda run: _with(
-        run, "aws:iam/rolePolicy:RolePolicy", _wildcard_policy("s3:*")
+    "tls-deny-for-tls-traffic": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            _statement(0, Condition={"Bool": {"aws:SecureTransport": "true"}})),
+        {"bucket-tls-only"},
     ),
-    "admin-policy-attached": lambda run: _with(
-        run,
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-        {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"},
+    "tls-deny-of-reads-only": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            _statement(0, Action="s3:GetObject")),
+        {"bucket-tls-only"},
     ),
-    "secret-with-aws-keys": lambda run: _with(
-        run, "kubernetes:core/v1:Secret", {"stringData": {"AWS_SECRET_ACCESS_KEY": "x"}}
+    "no-bucket-policy": (lambda run: _without(run, BUCKET_POLICY), {"bucket-tls-only"}),
+    "ssh-from-anywhere": (
+        lambda run: _with(run, "aws:ec2/securityGroup:SecurityGroup", {"ingress": [
+            {"fromPort": 22, "toPort": 22, "protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"]}]}),
+        {"world-ingress"},
     ),
-    "access-key-id-in-env": lambda run: _with(
-        run, "kubernetes:core/v1:ConfigMap", {"data": {"KEY": "AKIAABCDEFGHIJKLMNOP"}}
+    "ipv6-rule-from-anywhere": (
+        lambda run: _with(run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                          {"cidrIpv6": "::/0"}),
+        {"world-ingress"},
+    ),
+    "public-eks-endpoint": (
+        lambda run: _with(run, "eks:index:Cluster", {"endpointPublicAccess": True}),
+        # the bare extra cluster also lacks the cluster policy's KMS and network policies
+        {"world-ingress", "eks_secrets_use_kms", "ray_namespaces_have_network_policy"},
+    ),
+    "bucket-public-access-not-blocked": (
+        lambda run: _without(run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"),
+        {"bucket-public-access"},
+    ),
+    "bucket-unencrypted": (
+        lambda run: _without(run, "aws:s3/bucketServerSideEncryptionConfiguration:"
+                             "BucketServerSideEncryptionConfiguration"),
+        {"bucket-encryption"},
+    ),
+    "efs-unencrypted": (
+        lambda run: _with(run, "aws:efs/fileSystem:FileSystem", {"encrypted": False}),
+        {"efs-encryption"},
+    ),
+    "instance-imdsv1": (
+        lambda run: _with(run, "aws:ec2/instance:Instance",
+                          {"metadataOptions": {"httpTokens": "optional"}}),
+        {"imdsv2"},
+    ),
+    "launch-template-imdsv1": (
+        lambda run: _with(run, "aws:ec2/launchTemplate:LaunchTemplate", {}), {"imdsv2"}),
+    "node-group-imdsv1": (
+        lambda run: _with(run, "eks:index:ManagedNodeGroup", {"enableIMDSv2": False}),
+        {"imdsv2"},
+    ),
+    "iam-star-on-star": (
+        lambda run: _with(run, ROLE_POLICY, _wildcard_policy("*")),
+        # "*" also reads the burst token and writes any autoscaling group
+        {"iam-wildcard-action", "burst_token_is_readable_by_burst_nodes_only",
+         "autoscaling_is_scoped_to_this_cluster"}),
+    "iam-ec2-star-on-one-instance": (
+        lambda run: _with(run, ROLE_POLICY, _wildcard_policy(
+            "ec2:*", "arn:aws:ec2:us-east-1:123456789012:instance/i-1")),
+        {"iam-wildcard-action"},
+    ),
+    "iam-not-action": (
+        lambda run: _with(run, "aws:iam/policy:Policy", {"policy": json.dumps({"Statement": [
+            {"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}]})}),
+        {"iam-wildcard-action"},
+    ),
+    "admin-policy-attached": (
+        lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                          {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}),
+        {"iam-broad-managed-policy"},
+    ),
+    "secret-with-aws-keys": (
+        lambda run: _with(run, "kubernetes:core/v1:Secret",
+                          {"stringData": {"AWS_SECRET_ACCESS_KEY": "x"}}),
+        {"static-aws-key"},
+    ),
+    "access-key-id-in-env": (
+        lambda run: _with(run, "kubernetes:core/v1:ConfigMap",
+                          {"data": {"KEY": "AKIAABCDEFGHIJKLMNOP"}}),
+        {"static-aws-key"},
     ),
 }
 
 
-@pytest.mark.parametrize("breakage", BROKEN.values(), ids=BROKEN.keys())
-def test_each_rule_catches_its_violation(dev_run: OfflineRun, breakage: Any) -> None:
-    assert violations(breakage(dev_run)) != []
+@pytest.mark.parametrize(("breakage", "rules"), BROKEN.values(), ids=BROKEN.keys())
+def test_each_rule_catches_its_violation(
+    dev_run: OfflineRun, breakage: Callable[[OfflineRun], OfflineRun], rules: set[str]
+) -> None:
+    assert fired(breakage(dev_run)) == rules
+
+
+def test_harmless_variants_do_not_fire(dev_run: OfflineRun) -> None:
+    """What the rules must not flag: Deny statements with wildcards, partial wildcards that
+    are not a whole service, a federated principal pinned by sub and aud."""
+    scoped = _with(dev_run, ROLE, _trust({
+        "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {"x:sub": "system:serviceaccount:ray:doll", "x:aud": "sts"}},
+    }))
+    denied = _with(scoped, "aws:iam/policy:Policy", {"policy": json.dumps({"Statement": [
+        {"Effect": "Deny", "Action": "*", "Resource": "*"},
+        {"Effect": "Allow", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/*"}]})})
+    assert violations(denied) == []
+
+
+def test_a_violation_names_its_rule_and_resource(dev_run: OfflineRun) -> None:
+    broken = _with(dev_run, ROLE_POLICY, _wildcard_policy("s3:*", "arn:aws:s3:::b"))
+    [violation] = violations(broken)
+    assert violation.rule == "iam-wildcard-action"
+    assert str(violation) == (
+        "[iam-wildcard-action] aws:iam/rolePolicy:RolePolicy bad: "
+        "allows ['s3:*'] on ['arn:aws:s3:::b']"
+    )
+
+
+def test_a_world_admin_cidr_is_refused_by_config_naming_the_key() -> None:
+    for world in ("0.0.0.0/0", "::/0"):
+        with pytest.raises(ConfigError) as error:
+            cached_run({"spotburst:adminCidrs": json.dumps([world])})
+        message = str(error.value)
+        assert message.startswith(f"spotburst:adminCidrs: {world} opens")
+        assert "spotburst:allowWorldAdminAccess: true" in message
+
+
+def test_the_opt_in_must_be_a_boolean() -> None:
+    with pytest.raises(ConfigError, match="spotburst:allowWorldAdminAccess: 'yes'"):
+        cached_run({"spotburst:allowWorldAdminAccess": "yes"})
+
+
+def test_world_admin_access_only_with_the_loud_opt_in() -> None:
+    opened = cached_run(
+        {"spotburst:adminCidrs": '["0.0.0.0/0"]', "spotburst:allowWorldAdminAccess": "true"}
+    )
+    assert opened.config.allow_world_admin_access is True
+    assert opened.one("eks:index:Cluster").inputs["publicAccessCidrs"] == ["0.0.0.0/0"]
+    assert violations(opened) == []
+    # the same resources without the opt-in: the policy does not exempt adminCidrs
+    config = dataclasses.replace(opened.config, allow_world_admin_access=False)
+    unopened = dataclasses.replace(opened, config=config)
+    found = violations(unopened)
+    assert {v.rule for v in found} == {"world-ingress"}
+    assert {v.resource.split()[0] for v in found} == {
+        "eks:index:Cluster", "aws:ec2/securityGroup:SecurityGroup"}

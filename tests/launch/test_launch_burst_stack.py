@@ -1,7 +1,8 @@
 """`run-burst --stack`: shape via SSM, tunnel to the login node, submit, results back through
-the bucket, reset. The boundaries are faked: SSM (boto3 client), the `aws ssm start-session`
-process (a fake `aws` on PATH that prints what the plugin prints), the Ray Jobs call; the
-bucket is moto's in-process S3."""
+the bucket, reset. The boundaries are faked: SSM (a boto3 client under botocore's Stubber,
+every call's parameters checked, in order), the `aws ssm start-session` process (a fake `aws`
+on PATH that prints what the plugin prints), the Ray Jobs call; the bucket is moto's
+in-process S3; the stack outputs are the real program's."""
 
 from __future__ import annotations
 
@@ -11,46 +12,58 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
 import launch.burst as burst
 import launch.targets as targets
-from launch.netem_aws import DISCOVER_MARK
 from netem.profile import load_profile
 from tests.helpers.fake_commands import FakeCommand, fake_command
+from tests.helpers.ssm_stub import (
+    discovery_lines,
+    expect_result,
+    expect_script,
+    expect_send,
+    stubbed_ssm,
+)
+from tests.helpers.stack_outputs import dev_stack_outputs
 from workloads.burst.options import BurstOptions
 
-OUTPUTS = {
-    "burstInstanceIds": {"login": ["i-login"], "hpc": ["i-hpc"], "cloud": ["i-cloud"]},
-    "burstSiteCidrs": {"onprem": "10.20.0.0/16", "cloud": "10.30.0.0/16"},
-    "bucketName": "burst-bucket",
-    "region": "us-east-1",
-}
+# As the real dev stack exports them (through JSON), with the mocked ids and addresses.
+OUTPUTS = dev_stack_outputs()
+LOGIN, HPC, CLOUD = (OUTPUTS["burstInstanceIds"][role][0] for role in ("login", "hpc", "cloud"))
+BUCKET = OUTPUTS["bucketName"]
+RESET_LINES = ["tc qdisc del dev eth0 root 2>/dev/null || true"]
 
 
-class FakeSsm:
-    """send_command / get_command_invocation: every script succeeds; discovery answers."""
+def apply_lines(peer_cidr: str) -> list[str]:
+    """The shaping script for 31 Mbit/s (--bw 30) with netem, written out."""
+    return [
+        *RESET_LINES,
+        "set -e",
+        "tc qdisc add dev eth0 root handle 1: htb default 0",
+        "tc class add dev eth0 parent 1: classid 1:1 htb rate 10gbit ceil 10gbit",
+        "tc qdisc add dev eth0 parent 1:1 handle 10: netem delay 0.15ms 0.005ms",
+        "tc qdisc add dev eth0 parent 10:1 handle 20: tbf rate 31mbit burst 1024kbit"
+        " latency 30ms",
+        f"tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst {peer_cidr}"
+        " flowid 1:1",
+    ]
 
-    def __init__(self) -> None:
-        self.scripts: list[tuple[list[str], list[str]]] = []
 
-    def send_command(self, **kwargs: Any) -> dict[str, Any]:
-        self.scripts.append((kwargs["InstanceIds"], kwargs["Parameters"]["commands"]))
-        return {"Command": {"CommandId": str(len(self.scripts))}}
+def expect_discovery(stubber: Stubber, round_: str) -> None:
+    found = "spotburst-discover iface=eth0 netem=yes\n"
+    expect_script(stubber, f"{round_}-disc-onprem", [LOGIN, HPC], discovery_lines("10.1.0.1"),
+                  "spotburst netem discover onprem", stdout=found)
+    expect_script(stubber, f"{round_}-disc-cloud", [CLOUD], discovery_lines("10.0.0.1"),
+                  "spotburst netem discover cloud", stdout=found)
 
-    def get_command_invocation(self, CommandId: str, InstanceId: str) -> dict[str, Any]:
-        lines = self.scripts[int(CommandId) - 1][1]
-        out = (
-            f"{DISCOVER_MARK} iface=eth0 netem=yes\n"
-            if any(DISCOVER_MARK in line for line in lines)
-            else ""
-        )
-        return {
-            "Status": "Success",
-            "ResponseCode": 0,
-            "StandardOutputContent": out,
-            "StandardErrorContent": "",
-        }
+
+def expect_reset_of_every_node(stubber: Stubber) -> None:
+    expect_discovery(stubber, "reset")
+    expect_script(stubber, "reset-onprem", [LOGIN, HPC], RESET_LINES,
+                  "spotburst netem reset onprem")
+    expect_script(stubber, "reset-cloud", [CLOUD], RESET_LINES, "spotburst netem reset cloud")
 
 
 SESSION_READY = (
@@ -135,10 +148,16 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     monkeypatch.setattr(targets, "run_job", fake_run_job)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    ssm = FakeSsm()
     out = tmp_path / "out"
-    with mock_aws():
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="burst-bucket")
+    with stubbed_ssm() as (ssm, stubber), mock_aws():
+        # in this order, or the stubber fails: discover, shape, (the run), discover, reset
+        expect_discovery(stubber, "apply")
+        expect_script(stubber, "apply-onprem", [LOGIN, HPC], apply_lines("10.1.0.0/16"),
+                      "spotburst netem apply onprem")
+        expect_script(stubber, "apply-cloud", [CLOUD], apply_lines("10.0.0.0/16"),
+                      "spotburst netem apply cloud")
+        expect_reset_of_every_node(stubber)
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
         burst.run_on_stack(
             BurstOptions(images=4),
             load_profile(bw=30),
@@ -151,7 +170,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     [started] = aws.started()
     session = started["argv"]
     assert session[:3] == ["ssm", "start-session", "--target"]
-    assert session[3] == "i-login" and "portNumber=8265" in " ".join(session)
+    assert session[3] == LOGIN and "portNumber=8265" in " ".join(session)
     assert aws.terminated() == 1  # the session ended with the run
     port = session[session.index("--parameters") + 1].split("localPortNumber=")[1]
     assert submitted["address"] == f"http://127.0.0.1:{port}"
@@ -161,48 +180,39 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     assert command[:2] == ["-m", "workloads.burst"]
     flags = dict(zip(command[2::2], command[3::2], strict=False))
     assert flags["--lab"] == "aws" and flags["--bandwidth-mbit"] == "31"
-    assert flags["--profile"] == "30m" and "--bucket" not in flags  # nfs: no bucket
     assert flags["--data-dir"] == "/home/ec2-user/share/burst/inputs"
     assert flags["--images"] == "4" and flags["--target"] == "stack:dev"
+    assert flags["--profile"] == "30m" and "--bucket" not in flags  # nfs: no bucket
     assert "30m.json" in submitted["files"]  # the profile travels for provenance
     assert flags["--profile-file"].endswith("30m.json")
     assert json.loads((out / "summary.json").read_text())["lab"] == "aws"
-    shaping = json.loads((out / "shaping.json").read_text())
-    assert shaping["lab"] == "aws" and {n["rate_mbit"] for n in shaping["nodes"]} == {31.0}
-    assert {n["role"] for n in shaping["nodes"]} == {"login", "hpc", "cloud"}
     assert (out / "records" / "tasks_data-aware.jsonl").is_file()
-    scripts = [" ".join(lines) for _, lines in ssm.scripts]
-    shaped = [i for i, text in enumerate(scripts) if "tbf rate 31mbit" in text]
-    resets = [
-        i
-        for i, text in enumerate(scripts)
-        if "qdisc del dev eth0 root" in text and "tbf" not in text
-    ]
-    assert shaped and resets, "the profile must be applied, then reset"
-    assert max(shaped) < min(resets)  # shaped before the run, reset after it
 
 
 def test_a_failed_shaping_runs_nothing_and_still_resets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class FailingSsm(FakeSsm):
-        def get_command_invocation(self, CommandId: str, InstanceId: str) -> dict[str, Any]:
-            answer = super().get_command_invocation(CommandId, InstanceId)
-            if InstanceId == "i-cloud" and not answer["StandardOutputContent"]:
-                answer.update(Status="Failed", ResponseCode=1)
-            return answer
-
     aws = fake_aws(monkeypatch, tmp_path)
-    ssm = FailingSsm()
-    with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
-        burst.run_on_stack(
-            BurstOptions(),
-            load_profile(bw=30),
-            tmp_path / "o",
-            "dev",
-            show=lambda line: None,
-            outputs=OUTPUTS,
-            ssm=ssm,
-        )
-    assert any("qdisc del" in " ".join(lines) for _, lines in ssm.scripts[-1:])
+    with stubbed_ssm() as (ssm, stubber):
+        expect_discovery(stubber, "apply")
+        expect_script(stubber, "apply-onprem", [LOGIN, HPC], apply_lines("10.1.0.0/16"),
+                      "spotburst netem apply onprem")
+        expect_send(stubber, "apply-cloud", [CLOUD], apply_lines("10.0.0.0/16"),
+                    "spotburst netem apply cloud")
+        expect_result(stubber, "apply-cloud", CLOUD, status="Failed", code=1)
+        # the shaped on-prem nodes are reset one by one, then every node once more
+        for instance, role in ((LOGIN, "login"), (HPC, "hpc")):
+            expect_script(stubber, f"undo-{role}", [instance], RESET_LINES,
+                          f"spotburst netem reset {role}")
+        expect_reset_of_every_node(stubber)
+        with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
+            burst.run_on_stack(
+                BurstOptions(),
+                load_profile(bw=30),
+                tmp_path / "o",
+                "dev",
+                show=lambda line: None,
+                outputs=OUTPUTS,
+                ssm=ssm,
+            )
     assert aws.started() == []  # no tunnel opens when shaping failed

@@ -18,20 +18,15 @@ from launch.targets import Remote, TargetError, run_workload
 from launch.tunnel import TunnelFailed
 from launch.workload import WorkloadRun
 from stacks.outputs import StackOutputsError
+from tests.helpers.stack_outputs import dev_stack_outputs
 
 pytestmark = pytest.mark.subprocess
 
 TOKEN = "s3cr3t-ray-token"
 DOLL = WorkloadRun(name="doll", module="workloads.doll")
-OUTPUTS = {
-    "dollKubeconfig": {"apiVersion": "v1", "clusters": [{"name": "doll"}]},
-    "dollNamespace": "doll",
-    "dollHeadService": "doll-head-svc",
-    "dollRayClusterName": "doll",
-    "dollTokenSecret": "doll",
-    "bucketName": "doll-results-123",
-    "region": "ca-central-1",
-}
+# As the real stack exports them: dollKubeconfig is a JSON string (a secret).
+CHANGED = {"region": "ca-central-1", "bucketName": "doll-results-123"}
+OUTPUTS = dev_stack_outputs(**CHANGED)
 
 # Answers exactly the two calls a --stack run makes, records each (argv, kubeconfig text and
 # mode), and fails loudly on anything else.
@@ -83,7 +78,7 @@ def remotes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Remote, dict[str, str
     monkeypatch.setattr(
         targets.pulumi_cli,
         "stack_outputs",
-        lambda stack, show_secrets=False: dict(OUTPUTS) if show_secrets else {},
+        lambda stack, show_secrets=False: dev_stack_outputs(show_secrets, **CHANGED),
     )
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
@@ -110,14 +105,17 @@ def test_stack_reads_the_token_then_runs_through_a_port_forward_and_the_stack_bu
     assert forward_call["argv"][2:] == [
         "port-forward",
         "-n",
-        "doll",
-        "svc/doll-head-svc",
+        OUTPUTS["dollNamespace"],
+        f"svc/{OUTPUTS['dollHeadService']}",
         f"{port}:8265",
         "--address",
         "127.0.0.1",
     ]
+    # the stack's JSON string is written as is: not re-encoded into a quoted string
+    assert isinstance(OUTPUTS["dollKubeconfig"], str)
+    assert json.loads(OUTPUTS["dollKubeconfig"])["kind"] == "Config"
     for call in (secret_call, forward_call):
-        assert '"clusters"' in call["config"] and call["mode"] == 0o600
+        assert call["config"] == OUTPUTS["dollKubeconfig"] and call["mode"] == 0o600
     assert secret_call["config_path"] == forward_call["config_path"]
     assert not Path(secret_call["config_path"]).exists()  # removed after the run
     [(remote, variables)] = remotes

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import Stubber
 
 from launch.netem_aws import discovery_script, format_statuses, netem_on_stack
 from launch.ssm import run_script
 from netem.profile import load_profile
 from stacks.outputs import StackOutputsError
+from tests.helpers.ssm_stub import (
+    command_uuid,
+    discovery_lines,
+    expect_result,
+    expect_script,
+    expect_send,
+    stubbed_ssm,
+)
 
 LOGIN, HPC, CLOUD, SLOW = (f"i-0000000000000000{n}" for n in "1234")
 OUTPUTS = {
@@ -34,6 +40,7 @@ ONPREM_APPLY = [
     "tc filter add dev ens5 parent 1: protocol ip prio 1 u32 match ip dst 10.1.0.0/16"
     " flowid 1:1",
 ]
+ONPREM_RESET = ["tc qdisc del dev ens5 root 2>/dev/null || true"]
 CLOUD_APPLY = [
     "tc qdisc del dev enX0 root 2>/dev/null || true",
     "set -e",
@@ -55,41 +62,13 @@ def no_waiting_between_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def ssm() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("ssm", region_name="eu-west-1", aws_access_key_id="test",
-                          aws_secret_access_key="test")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
-
-
-def command_uuid(name: str) -> str:
-    """SSM command ids are UUIDs; botocore validates their length."""
-    return str(uuid.uuid5(uuid.NAMESPACE_OID, name))
-
-
-def expect_send(stubber: Stubber, command_id: str, instance_ids: list[str],
-                lines: Any = ANY) -> None:
-    stubber.add_response(
-        "send_command",
-        {"Command": {"CommandId": command_uuid(command_id)}},
-        {"InstanceIds": instance_ids, "DocumentName": "AWS-RunShellScript", "Comment": ANY,
-         "TimeoutSeconds": ANY, "Parameters": {"commands": lines}},
-    )
-
-
-def expect_result(stubber: Stubber, command_id: str, instance_id: str, status: str = "Success",
-                  stdout: str = "", stderr: str = "", code: int = 0) -> None:
-    stubber.add_response(
-        "get_command_invocation",
-        {"CommandId": command_uuid(command_id), "InstanceId": instance_id, "Status": status,
-         "ResponseCode": code, "StandardOutputContent": stdout,
-         "StandardErrorContent": stderr},
-        {"CommandId": command_uuid(command_id), "InstanceId": instance_id},
-    )
+    with stubbed_ssm() as stubbed:
+        yield stubbed
 
 
 def expect_discovery(stubber: Stubber) -> None:
-    expect_send(stubber, "c-disc-onprem", [LOGIN, HPC])
+    expect_send(stubber, "c-disc-onprem", [LOGIN, HPC], discovery_lines("10.1.0.1"),
+                "spotburst netem discover onprem")
     stubber.add_client_error("get_command_invocation", "InvocationDoesNotExist",
                              expected_params={"CommandId": command_uuid("c-disc-onprem"),
                                               "InstanceId": LOGIN})
@@ -97,19 +76,16 @@ def expect_discovery(stubber: Stubber) -> None:
     for instance in (LOGIN, HPC):
         expect_result(stubber, "c-disc-onprem", instance,
                       stdout="spotburst-discover iface=ens5 netem=yes\n")
-    expect_send(stubber, "c-disc-cloud", [CLOUD])
-    expect_result(stubber, "c-disc-cloud", CLOUD,
+    expect_script(stubber, "c-disc-cloud", [CLOUD], discovery_lines("10.0.0.1"),
+                  "spotburst netem discover cloud",
                   stdout="spotburst-discover iface=enX0 netem=no\n")
 
 
 def test_every_node_is_shaped_toward_the_other_site(ssm: tuple[Any, Stubber]) -> None:
     client, stubber = ssm
     expect_discovery(stubber)
-    expect_send(stubber, "c-on", [LOGIN, HPC], ONPREM_APPLY)
-    expect_result(stubber, "c-on", LOGIN)
-    expect_result(stubber, "c-on", HPC)
-    expect_send(stubber, "c-cl", [CLOUD], CLOUD_APPLY)
-    expect_result(stubber, "c-cl", CLOUD)
+    expect_script(stubber, "c-on", [LOGIN, HPC], ONPREM_APPLY, "spotburst netem apply onprem")
+    expect_script(stubber, "c-cl", [CLOUD], CLOUD_APPLY, "spotburst netem apply cloud")
 
     statuses = netem_on_stack("dev", load_profile(bw=50), outputs=OUTPUTS, ssm=client)
 
@@ -123,16 +99,13 @@ def test_every_node_is_shaped_toward_the_other_site(ssm: tuple[Any, Stubber]) ->
 def test_a_failed_node_is_reported_and_the_others_are_reset(ssm: tuple[Any, Stubber]) -> None:
     client, stubber = ssm
     expect_discovery(stubber)
-    expect_send(stubber, "c-on", [LOGIN, HPC], ONPREM_APPLY)
-    expect_result(stubber, "c-on", LOGIN)
-    expect_result(stubber, "c-on", HPC)
-    expect_send(stubber, "c-cl", [CLOUD], CLOUD_APPLY)
+    expect_script(stubber, "c-on", [LOGIN, HPC], ONPREM_APPLY, "spotburst netem apply onprem")
+    expect_send(stubber, "c-cl", [CLOUD], CLOUD_APPLY, "spotburst netem apply cloud")
     expect_result(stubber, "c-cl", CLOUD, status="Failed", code=2,
                   stderr="Error: Specified qdisc kind is unknown.\n")
-    for instance in (LOGIN, HPC):
-        expect_send(stubber, f"c-reset-{instance[-1]}", [instance],
-                    ["tc qdisc del dev ens5 root 2>/dev/null || true"])
-        expect_result(stubber, f"c-reset-{instance[-1]}", instance)
+    for instance, role in ((LOGIN, "login"), (HPC, "hpc")):
+        expect_script(stubber, f"c-reset-{role}", [instance], ONPREM_RESET,
+                      f"spotburst netem reset {role}")
 
     statuses = netem_on_stack("dev", load_profile(bw=50), outputs=OUTPUTS, ssm=client)
 
@@ -149,12 +122,9 @@ def test_a_failed_node_is_reported_and_the_others_are_reset(ssm: tuple[Any, Stub
 def test_reset_removes_the_shaping_on_every_node(ssm: tuple[Any, Stubber]) -> None:
     client, stubber = ssm
     expect_discovery(stubber)
-    expect_send(stubber, "c-on", [LOGIN, HPC],
-                ["tc qdisc del dev ens5 root 2>/dev/null || true"])
-    expect_result(stubber, "c-on", LOGIN)
-    expect_result(stubber, "c-on", HPC)
-    expect_send(stubber, "c-cl", [CLOUD], ["tc qdisc del dev enX0 root 2>/dev/null || true"])
-    expect_result(stubber, "c-cl", CLOUD)
+    expect_script(stubber, "c-on", [LOGIN, HPC], ONPREM_RESET, "spotburst netem reset onprem")
+    expect_script(stubber, "c-cl", [CLOUD], ["tc qdisc del dev enX0 root 2>/dev/null || true"],
+                  "spotburst netem reset cloud")
 
     statuses = netem_on_stack("dev", None, outputs=OUTPUTS, ssm=client)
 
@@ -164,7 +134,10 @@ def test_reset_removes_the_shaping_on_every_node(ssm: tuple[Any, Stubber]) -> No
 
 def test_a_node_still_running_at_the_deadline_is_reported(ssm: tuple[Any, Stubber]) -> None:
     client, stubber = ssm
-    expect_send(stubber, "c1", [SLOW])
+    stubber.add_response(
+        "send_command", {"Command": {"CommandId": command_uuid("c1")}},
+        {"InstanceIds": [SLOW], "DocumentName": "AWS-RunShellScript", "Comment": "slow",
+         "TimeoutSeconds": 30, "Parameters": {"commands": ["sleep 600"]}})
     expect_result(stubber, "c1", SLOW, status="InProgress")
     ticks = iter([0.0, 10.0])
 

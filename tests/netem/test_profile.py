@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from netem.profile import SEED_RATES, ProfileError, load_profile
+from netem.profile import (
+    SEED_RATES,
+    Condition,
+    Profile,
+    ProfileError,
+    load_profile,
+    synthesized_profile,
+)
+from tests.helpers.asymmetric import asymmetric_document
 
 
 @pytest.mark.parametrize("name, rate", sorted(SEED_RATES.items()))
@@ -118,3 +126,107 @@ def test_not_json_is_reported(tmp_path: Path) -> None:
     path.write_text("{nope")
     with pytest.raises(ProfileError, match="not JSON"):
         load_profile(str(path))
+
+
+@pytest.mark.parametrize("name, rate", sorted(SEED_RATES.items()))
+def test_a_synthesized_profile_is_shaped_exactly_like_the_seed_files(
+    name: str, rate: float
+) -> None:
+    """The shipped seed files are the independent reference for every link and value."""
+    assert synthesized_profile(rate).links == load_profile(name).links
+
+
+def test_each_direction_keeps_its_own_condition(
+    seed_document: Callable[[], dict[str, Any]], document_file: Callable[[Any], Path]
+) -> None:
+    path = document_file(asymmetric_document(seed_document()))
+    profile = load_profile(str(path))
+    assert profile.source == str(path) and profile.name == "bad"
+    assert profile.cross_site("onprem") == Condition(10.0, 3.0, 20.0, 4.0, 2.0, 0.25, 1.5, 0.2)
+    assert profile.cross_site("cloud") == Condition(40.0, 1.0, 80.0, 2.0, 4.0, 0.5, 0.5, 0.1)
+    assert profile.target_mbit() == {"onprem->cloud": 20.0, "cloud->onprem": 80.0}
+    # the HPC worker -> login link is intra-site: never the cross-site condition
+    assert profile.links[("HPCLogin", "HPCWorker")].bandwidth_mbit == 900
+
+
+def test_where_each_profile_comes_from_is_recorded(profile_file: Callable[..., Path]) -> None:
+    assert load_profile("50m").source == "builtin:50m"
+    assert load_profile(bw=75).source == "bandwidth:75"
+    assert load_profile(bw=0.5).target_mbit() == {"onprem->cloud": 0.5, "cloud->onprem": 0.5}
+    path = profile_file(bandwidth=0.25, loss=100)
+    assert load_profile(str(path)).cross_site("onprem").loss_percent == 100.0
+    assert load_profile(str(path)).cross_site("onprem").bandwidth_mbit == 0.25
+
+
+def test_a_missing_direction_is_named(
+    seed_document: Callable[[], dict[str, Any]], document_file: Callable[[Any], Path]
+) -> None:
+    document = seed_document()
+    document["links"] = [link for link in document["links"] if link["source"] != "Cloud"]
+    path = document_file(document)
+    with pytest.raises(ProfileError) as raised:
+        load_profile(str(path))
+    assert str(raised.value) == f"{path}: links: no link from a cloud node to a onprem node"
+    profile = Profile("p", "here", {("HPCLogin", "Cloud"): synthesized_profile(5).links[
+        ("HPCLogin", "Cloud")]})
+    with pytest.raises(ProfileError) as raised:
+        profile.cross_site("cloud")
+    assert str(raised.value) == "here: no link from site cloud to site onprem"
+
+
+EXACT_ERRORS = [
+    (_set(("nodes",), [{"id": "Cloud"}]),
+     "nodes: missing HPCLogin, HPCWorker (a profile names Cloud, HPCLogin, HPCWorker)"),
+    (_set(("nodes",), "Cloud"), 'nodes: must be a list of {"id": name}'),
+    (_set(("nodes",), [{"id": "Moon"}]), "nodes[0].id: must be one of Cloud, HPCLogin, HPCWorker"),
+    (_set(("links",), {}), "links: must be a non-empty list of {source, target, condition}"),
+    (_set(("links", 1, "source"), "Laptop"),
+     "links[1].source: 'Laptop' is not one of Cloud, HPCLogin, HPCWorker"),
+    (_set(("links", 0), 7), "links[0]: must be an object"),
+    (_set(CONDITION, [1]),
+     "links[2].condition: must be an object with rtt, bandwidth, jitter, loss"),
+    (_set((*CONDITION, "rtt"), [1, 2, 3]),
+     "links[2].condition.rtt: must be [mean, std] of two non-negative numbers, got [1, 2, 3]"),
+    (_set((*CONDITION, "bandwidth"), [0, 0]),
+     "links[2].condition.bandwidth: the mean must be > 0 Mbit/s"),
+    (_set((*CONDITION, "loss"), [100.5, 0]),
+     "links[2].condition.loss: the mean is a percentage, at most 100"),
+    (_set((*CONDITION, "bandwidth"), [99, 0]),
+     "links[3].condition: HPCWorker->Cloud differs from links[2] HPCLogin->Cloud; shaping is "
+     "per site pair, so every onprem->cloud link must have the same condition"),
+    (_set((), "text"), "the top level must be a JSON object with nodes and links"),
+]
+
+
+@pytest.mark.parametrize("change, message", EXACT_ERRORS)
+def test_the_whole_error_message(
+    seed_document: Callable[[], dict[str, Any]],
+    document_file: Callable[[Any], Path],
+    change: Callable[[dict[str, Any]], Any],
+    message: str,
+) -> None:
+    path = document_file(change(seed_document()))
+    with pytest.raises(ProfileError) as raised:
+        load_profile(str(path))
+    assert str(raised.value) == f"{path}: {message}"
+
+
+def test_the_accepted_forms_are_spelt_out() -> None:
+    with pytest.raises(ProfileError) as raised:
+        load_profile("fast")
+    assert str(raised.value) == (
+        "unknown profile 'fast'; accepted: a profile name (30m, 50m, 80m, 100m, 150m, 200m), a "
+        "bandwidth in Mbit/s (--bw N: 30/50/80/100/150/200 pick the seed profile, any other "
+        "positive number makes one with that rate), or a path to a JSON file in the seed's "
+        "node-link format"
+    )
+
+
+def test_intra_site_links_listed_first_are_not_taken_for_the_cross_site_one() -> None:
+    def bandwidth(mbit: float) -> Condition:
+        return Condition(0.3, 0.0, mbit, 0.0, 0.01, 0.0, 0.0, 0.0)
+
+    profile = Profile("p", "here", {
+        ("HPCLogin", "HPCWorker"): bandwidth(900), ("Cloud", "Cloud"): bandwidth(5000),
+        ("HPCLogin", "Cloud"): bandwidth(20), ("Cloud", "HPCLogin"): bandwidth(80)})
+    assert profile.target_mbit() == {"onprem->cloud": 20.0, "cloud->onprem": 80.0}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from netem.profile import load_profile
-from netem.tc import shaping_commands
+from netem.profile import Profile, load_profile
+from netem.tc import reset_commands, shaping_commands
+from tests.helpers.asymmetric import asymmetric_document
 
 
 def joined(commands: list[list[str]]) -> list[str]:
@@ -73,3 +75,44 @@ def test_both_sites_shape_their_own_direction(site: str, rate: str) -> None:
 def test_bad_arguments_are_named(interface: str, site: str, cidr: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         shaping_commands(load_profile("30m"), interface, site, cidr, netem_available=False)
+
+
+@pytest.fixture
+def asymmetric(
+    seed_document: Callable[[], dict[str, Any]], document_file: Callable[[Any], Path]
+) -> Profile:
+    return load_profile(str(document_file(asymmetric_document(seed_document()))))
+
+
+def test_each_site_shapes_with_its_own_direction_of_an_asymmetric_profile(
+    asymmetric: Profile,
+) -> None:
+    onprem = shaping_commands(asymmetric, "eth0", "onprem", "10.1.0.0/16", netem_available=True)
+    cloud = shaping_commands(asymmetric, "ens5", "cloud", "10.0.0.0/16", netem_available=True)
+    # on-prem -> cloud: rtt 10 ms, jitter 2 ms, loss 1.5 %, 20 Mbit/s; back: 40, 4, 0.5 %, 80
+    assert joined(onprem.apply)[2:4] == [
+        "tc qdisc add dev eth0 parent 1:1 handle 10: netem delay 5ms 1ms loss 1.5%",
+        "tc qdisc add dev eth0 parent 10:1 handle 20: tbf rate 20mbit burst 1024kbit"
+        " latency 30ms",
+    ]
+    assert joined(cloud.apply)[2:4] == [
+        "tc qdisc add dev ens5 parent 1:1 handle 10: netem delay 20ms 2ms loss 0.5%",
+        "tc qdisc add dev ens5 parent 10:1 handle 20: tbf rate 80mbit burst 1024kbit"
+        " latency 30ms",
+    ]
+    assert (onprem.rate_mbit, cloud.rate_mbit) == (20.0, 80.0)
+
+
+def test_apply_only_adds_and_reset_only_deletes(asymmetric: Profile) -> None:
+    shaping = shaping_commands(asymmetric, "eth0", "onprem", "10.1.0.0/16", netem_available=True)
+    assert [command[:3] for command in shaping.apply] == [
+        ["tc", "qdisc", "add"], ["tc", "class", "add"], ["tc", "qdisc", "add"],
+        ["tc", "qdisc", "add"], ["tc", "filter", "add"]]
+    reset = [["tc", "qdisc", "del", "dev", "eth0", "root"]]
+    assert shaping.reset == reset_commands("eth0") == reset
+
+
+def test_no_jitter_no_loss_only_the_delay(profile_file: Callable[..., Path]) -> None:
+    shaping = shaping_commands(load_profile(str(profile_file(rtt=0.5, jitter=0, loss=0))),
+                               "eth0", "onprem", "10.1.0.0/16", netem_available=True)
+    assert " ".join(shaping.apply[2]).endswith("netem delay 0.25ms")

@@ -141,3 +141,82 @@ def test_lower_bound_sends_compute_heavy_tasks_to_the_cloud_first() -> None:
     tasks = [(4.0, 1 * MB), (4.0, 100 * MB)]
     # the light task (4 s, 1 MB) goes to the cloud: max(4, 4, 1) = 4
     assert lower_bound(tasks, 1, 1, 1 * MB) == pytest.approx(4.0)
+
+
+def warmed_cloud() -> DataAwarePolicy:
+    """A two-slot cloud node that learned 2000 B/ms compute and 2 MB/s transfers."""
+    policy = DataAwarePolicy()
+    policy.add_node("cloud", slots=2, needs_transfer=True)
+    warm = Job("warm", 1 * MB)
+    policy.assign(warm, "cloud")
+    policy.next_transfer("cloud", now=0.0)
+    policy.transfer_done("cloud", warm, seconds=0.5)  # 1 MB in 0.5 s
+    policy.started("cloud", warm, now=0.5)
+    policy.finished("cloud", warm, compute_ms=500.0)  # 1 MB in 500 ms
+    return policy
+
+
+def test_estimated_finish_by_hand_with_a_running_job_a_transfer_in_flight_and_a_queue() -> None:
+    policy = warmed_cloud()
+    node = policy.nodes["cloud"]
+    assert node.transfer_rate.value == pytest.approx(2 * MB)
+    assert policy.speed("cloud") == pytest.approx(2000.0)
+    running = Job("r", 4 * MB)
+    policy.assign(running, "cloud")
+    policy.next_transfer("cloud", now=8.0)
+    policy.transfer_done("cloud", running, seconds=2.0)  # 2 MB/s again
+    policy.started("cloud", running, now=10.0)  # computes 2 s: until 12
+    first, second = Job("p1", 2 * MB), Job("p2", 2 * MB)
+    policy.assign(first, "cloud")
+    policy.assign(second, "cloud")
+    assert policy.next_transfer("cloud", now=10.5) == first  # 1 s: data there at 11.5
+    # slots free at 11 (idle) and 12; p1 ready 11.5 -> 11.5..12.5 on the idle slot;
+    # p2's data 11.5..12.5 -> 12.5..13.5 on the other slot; x's data 12.5..13.5 -> 13.5..14.5
+    assert node.estimated_finish(Job("x", 2 * MB), now=11.0) == pytest.approx(14.5)
+    # a 1 MB x: data 12.5..13.0, the slot free from 12.5 -> 13.0..13.5
+    assert node.estimated_finish(Job("x", 1 * MB), now=11.0) == pytest.approx(13.5)
+
+
+def test_estimated_finish_by_hand_behind_a_job_still_computing() -> None:
+    policy = DataAwarePolicy()
+    policy.add_node("hpc", slots=1, needs_transfer=False)
+    running = Job("r", 3 * MB)  # 3 s at the initial 1000 B/ms, from 0: the slot is free at 3
+    policy.assign(running, "hpc")
+    policy.started("hpc", running, now=0.0)
+    assert policy.nodes["hpc"].estimated_finish(Job("x", 1 * MB), now=1.0) == pytest.approx(4.0)
+
+
+def test_estimated_finish_by_hand_on_prem_behind_an_overrunning_job() -> None:
+    policy = DataAwarePolicy()
+    policy.add_node("hpc", slots=1, needs_transfer=False)
+    late = Job("late", 1 * MB)  # 1 s at the initial 1000 B/ms, started at 0: overdue at 5
+    policy.assign(late, "hpc")
+    policy.started("hpc", late, now=0.0)
+    policy.assign(Job("q", 1 * MB), "hpc")  # staged at once: 5..6
+    assert policy.nodes["hpc"].estimated_finish(Job("x", 2 * MB), now=5.0) == pytest.approx(8.0)
+
+
+def test_a_node_without_slots_is_never_chosen() -> None:
+    policy = DataAwarePolicy()
+    policy.add_node("empty", slots=0, needs_transfer=False)
+    policy.add_node("hpc", slots=1, needs_transfer=False)
+    assert policy.choose(Job("x", MB), now=0.0) == "hpc"
+
+
+def test_instant_transfers_and_computes_do_not_break_the_rates() -> None:
+    policy = warmed_cloud()
+    job = Job("instant", 1 * MB)
+    policy.assign(job, "cloud")
+    policy.next_transfer("cloud", now=1.0)
+    policy.transfer_done("cloud", job, seconds=0.0)  # no time measured: nothing learned
+    assert policy.nodes["cloud"].transfer_rate.value == pytest.approx(2 * MB)
+    policy.started("cloud", job, now=1.0)
+    assert policy.nodes["cloud"].staged == set()
+    policy.finished("cloud", job, compute_ms=0.0)  # counted as 1 µs
+    assert policy.speed("cloud") == pytest.approx((0.2 * MB + MB) / (0.2 * 500.0 + 1e-3))
+
+
+def test_unknown_jobs_and_nodes_are_ignored() -> None:
+    policy = two_nodes()
+    policy.finished("hpc", Job("never-started", MB), compute_ms=1000.0)
+    assert policy.remove_node("nosuch") == []

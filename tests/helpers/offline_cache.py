@@ -1,0 +1,21 @@
+"""Offline runs of the stack program cached per config for the whole process: the security
+policy's tests read them many times, and mutation testing forks one test run per planted bug
+from a process that already holds them."""
+
+from __future__ import annotations
+
+import functools
+
+from launch.offline import OfflineRun, run_offline
+from launch.stack_config import read_stack_config
+
+
+@functools.cache
+def _run(config: tuple[tuple[str, str], ...], stack: str) -> OfflineRun:
+    return run_offline(dict(config), stack)
+
+
+def cached_run(overrides: dict[str, str] | None = None, stack: str = "dev") -> OfflineRun:
+    """The stack's config from Pulumi.<stack>.yaml with `overrides`, run offline once."""
+    config = {**read_stack_config(stack), **(overrides or {})}
+    return _run(tuple(sorted(config.items())), stack)

@@ -1,0 +1,171 @@
+"""The IAM documents and the data bucket, written out by hand: every statement, every
+setting. Fast (the bucket component alone under mocks), so mutation testing can run it per
+planted bug."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pulumi.runtime import mocks
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.data_bucket import DataBucket, DataBucketArgs
+from components.iam_documents import EC2_TRUST, bucket_read_write_policy, web_identity_trust
+from launch.offline import DeclaredResource, _CloudMocks, _RecordingMonitor
+from stacks.config import PROJECT
+
+ARN = "arn:aws:s3:::spotburst-dev-mock"
+
+
+def test_ec2_trust_lets_only_ec2_assume_the_role() -> None:
+    assert json.loads(EC2_TRUST) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "ec2.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+
+
+def test_web_identity_trust_pins_one_service_account_and_the_sts_audience() -> None:
+    provider = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/AB"
+    document = web_identity_trust(
+        provider, "https://oidc.eks.us-east-1.amazonaws.com/id/AB", "system:serviceaccount:ray:doll"
+    )
+    assert json.loads(document) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Federated": provider},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {
+                    "StringEquals": {
+                        "oidc.eks.us-east-1.amazonaws.com/id/AB:sub": (
+                            "system:serviceaccount:ray:doll"
+                        ),
+                        "oidc.eks.us-east-1.amazonaws.com/id/AB:aud": "sts.amazonaws.com",
+                    }
+                },
+            }
+        ],
+    }
+    # an issuer given without the scheme is used as is
+    bare = json.loads(web_identity_trust(provider, "oidc.example/id/X", "s"))
+    assert list(bare["Statement"][0]["Condition"]["StringEquals"]) == [
+        "oidc.example/id/X:sub", "oidc.example/id/X:aud"]
+
+
+def test_bucket_read_write_lists_the_bucket_and_touches_only_its_objects() -> None:
+    assert json.loads(bucket_read_write_policy("arn:aws:s3:::b")) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": "arn:aws:s3:::b"},
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                "Resource": "arn:aws:s3:::b/*",
+            },
+        ],
+    }
+
+
+def declare_bucket(versioning: bool) -> list[DeclaredResource]:
+    """The DataBucket component alone, declared under mocks; what it registered."""
+    monitor = _RecordingMonitor(_CloudMocks("us-east-1"))
+    mocks.set_mocks(monitor.mocks, project=PROJECT, stack="dev", preview=False, monitor=monitor)
+    args = DataBucketArgs(
+        name_prefix="spotburst-dev",
+        force_destroy=False,
+        versioning=versioning,
+        expire_results_after_days=30,
+        tags={"project": "spotburst"},
+    )
+    _sync_await(run_pulumi_func(lambda: DataBucket("data", args)))
+    return list(monitor.declared)
+
+
+@pytest.fixture(scope="module")
+def declared() -> list[DeclaredResource]:
+    return declare_bucket(versioning=True)
+
+
+@pytest.fixture(scope="module")
+def bucket_resources(declared: list[DeclaredResource]) -> dict[str, DeclaredResource]:
+    return {resource.name: resource for resource in declared if resource.custom}
+
+
+def test_the_bucket_component_declares_exactly_these(declared: list[DeclaredResource]) -> None:
+    [component] = [r for r in declared if not r.custom]
+    assert component.type == "spotburst:storage:DataBucket" and component.name == "data"
+    children = [r for r in declared if r.custom]
+    assert all(r.parent_urn == component.urn for r in children)
+    assert {r.name: r.type for r in children} == {
+        "data": "aws:s3/bucket:Bucket",
+        "data-public-access": "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+        "data-ownership": "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
+        "data-encryption": "aws:s3/bucketServerSideEncryptionConfiguration:"
+        "BucketServerSideEncryptionConfiguration",
+        "data-tls-only": "aws:s3/bucketPolicy:BucketPolicy",
+        "data-versioning": "aws:s3/bucketVersioning:BucketVersioning",
+        "data-expire-results": "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    }
+
+
+def _inputs(resources: dict[str, DeclaredResource], name: str) -> dict[str, Any]:
+    return resources[name].inputs
+
+
+def test_the_bucket_is_private_encrypted_and_owner_enforced(
+    bucket_resources: dict[str, DeclaredResource],
+) -> None:
+    bucket = next(r for r in bucket_resources.values() if r.type == "aws:s3/bucket:Bucket")
+    assert bucket.inputs == {
+        "bucketPrefix": "spotburst-dev-", "forceDestroy": False, "tags": {"project": "spotburst"}}
+    bucket_id = bucket.resource_id
+    assert _inputs(bucket_resources, "data-public-access") == {
+        "bucket": bucket_id, "blockPublicAcls": True, "blockPublicPolicy": True,
+        "ignorePublicAcls": True, "restrictPublicBuckets": True}
+    assert _inputs(bucket_resources, "data-ownership") == {
+        "bucket": bucket_id, "rule": {"objectOwnership": "BucketOwnerEnforced"}}
+    assert _inputs(bucket_resources, "data-encryption") == {
+        "bucket": bucket_id,
+        "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]}
+    assert _inputs(bucket_resources, "data-expire-results") == {
+        "bucket": bucket_id,
+        "rules": [{"id": "expire-results", "status": "Enabled", "filter": {"prefix": "results/"},
+                   "expiration": {"days": 30}}]}
+    assert _inputs(bucket_resources, "data-versioning") == {
+        "bucket": bucket_id, "versioningConfiguration": {"status": "Enabled"}}
+
+
+def test_the_bucket_policy_denies_everything_without_tls(
+    bucket_resources: dict[str, DeclaredResource],
+) -> None:
+    policy = _inputs(bucket_resources, "data-tls-only")
+    assert policy["bucket"] == "spotburst-dev-mock"
+    assert json.loads(policy["policy"]) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [ARN, f"{ARN}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
+    }
+
+
+def test_versioning_off_is_suspended() -> None:
+    resources = {r.name: r for r in declare_bucket(versioning=False) if r.custom}
+    assert _inputs(resources, "data-versioning")["versioningConfiguration"] == {
+        "status": "Suspended"}
