@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from netem.profile import Profile, load_profile
-from netem.tc import reset_commands, shaping_commands
+from netem.tc import AppliedShaping, reset_commands, shaping_commands
 from tests.helpers.asymmetric import asymmetric_document
 
 
@@ -116,3 +116,16 @@ def test_no_jitter_no_loss_only_the_delay(profile_file: Callable[..., Path]) -> 
     shaping = shaping_commands(load_profile(str(profile_file(rtt=0.5, jitter=0, loss=0))),
                                "eth0", "onprem", "10.1.0.0/16", netem_available=True)
     assert " ".join(shaping.apply[2]).endswith("netem delay 0.25ms")
+
+
+def test_the_applied_shaping_is_recorded_as_given_and_as_a_copy() -> None:
+    rates = {"onprem->cloud": 31.0, "cloud->onprem": 12.5}
+    applied = AppliedShaping(method="htb+tbf", rate_mbit=rates, delay_applied=False)
+    record = applied.to_dict()
+    assert record == {
+        "method": "htb+tbf",
+        "rate_mbit": {"onprem->cloud": 31.0, "cloud->onprem": 12.5},
+        "delay_applied": False,
+    }
+    record["rate_mbit"]["onprem->cloud"] = 0.0  # type: ignore[index]
+    assert applied.rate_mbit["onprem->cloud"] == 31.0  # the record does not alias the rates
