@@ -119,18 +119,38 @@ def preview(c: Context, stack: str = "dev") -> None:
     _pulumi(["preview"], stack)
 
 
-@task(help={"stack": STACK_HELP, "yes": "Skip Pulumi's confirmation prompt"})
-def up(c: Context, stack: str = "dev", yes: bool = False) -> None:
-    """Deploy a stack to AWS (`pulumi up`); warns if the EKS API endpoint would be private."""
-    from launch.preflight import deployment_warnings
+@task(help={"stack": STACK_HELP, "yes": "Skip the budget prompt and Pulumi's confirmation",
+            "endpoint_url": "AWS endpoint URL for the preflight (only for a local stand-in)"})
+def up(c: Context, stack: str = "dev", yes: bool = False, endpoint_url: str | None = None) -> None:
+    """Deploy a stack (`pulumi up`) after the preflight passes (credentials, region, Pulumi
+    login, kubectl, Service Quotas at maximum scale, the stack config) and the hourly cost at
+    minimum and maximum scale is accepted; exit 2 listing each failed check with its fix."""
+    from launch.account.budget import confirm_budget
+    from launch.account.deploy_gate import GateError, gate_in_subprocess
 
-    _pulumi(["up", *(["--yes"] if yes else [])], stack, deployment_warnings(stack))
+    print(f"up: preflight of stack {stack!r} (planned offline in a subprocess)...",
+          file=sys.stderr)
+    try:
+        gate = gate_in_subprocess(stack, endpoint_url)
+    except GateError as error:
+        raise Exit(f"error: {error}", code=2) from None
+    if not gate.passed:
+        raise Exit(gate.report, code=2)
+    print(gate.report)
+    assert gate.hourly_min is not None and gate.hourly_max is not None
+    if not confirm_budget(gate.hourly_min, gate.hourly_max, yes=yes):
+        raise Exit("not deployed: the budget was not confirmed", code=1)
+    _pulumi(["up", *(["--yes"] if yes else [])], stack)
 
 
-@task(help={"stack": STACK_HELP, "yes": "Skip Pulumi's confirmation prompt"})
-def destroy(c: Context, stack: str = "dev", yes: bool = False) -> None:
-    """Delete everything a stack created (`pulumi destroy`): stops all billing for it."""
+@task(help={"stack": STACK_HELP, "yes": "Skip Pulumi's confirmation prompt",
+            "endpoint_url": "AWS endpoint URL for the leftover listing (only for a stand-in)"})
+def destroy(c: Context, stack: str = "dev", yes: bool = False,
+            endpoint_url: str | None = None) -> None:
+    """Delete everything a stack created (`pulumi destroy`), then list what of it is still
+    billable in its region (exit 1 naming each leftover with the command that deletes it)."""
     _pulumi(["destroy", *(["--yes"] if yes else [])], stack)
+    _report_leftovers(stack, endpoint_url)
 
 
 @task(help={"stack": STACK_HELP, "show_secrets": "Also print secret outputs (the kubeconfig)"})
@@ -369,6 +389,10 @@ def preflight(c: Context, stack: str = "dev", endpoint_url: str | None = None) -
 def leftovers(c: Context, stack: str = "dev", endpoint_url: str | None = None) -> None:
     """List what of a stack is still billable in its region (tagged with the stack or named
     after its EKS cluster), each with the AWS CLI command that deletes it; exit 1 if any."""
+    _report_leftovers(stack, endpoint_url)
+
+
+def _report_leftovers(stack: str, endpoint_url: str | None) -> None:
     from launch.account.leftovers import render_leftovers
     from launch.account.stack import leftovers_for_stack
     from stacks.fields import ConfigError

@@ -1,5 +1,6 @@
 """Hourly cost of a declared stack at its minimum and maximum scale, from the resources the
-program declares and a dated price table (`launch/prices.json`).
+program declares and a dated price table (`vocab/prices.json`, shared with the program's
+`spotburst:maxHourlyUsd` refusal in `stacks/cost_ceiling.py`).
 
 Minimum scale: every node pool at its `minSize`, or at the nodes the Ray pods that always run
 need if that is more (each RayCluster's head, the `replicas` of a cluster without the Ray
@@ -12,18 +13,15 @@ at both.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from statistics import mean
 from typing import Any
 
 from launch.account.scale import load_vcpu_table
 from launch.offline import DeclaredResource
+from vocab.prices import kms_key_hourly, load_price_table, node_price
 
-PRICE_TABLE = Path(__file__).with_name("prices.json")
-HOURS_PER_MONTH = 730
+__all__ = ["CostEstimate", "CostLine", "estimate_hourly_cost", "load_price_table"]
 NODE_POOL_LABEL = "spotburst.io/node-pool"
 NODE_RESERVED_CPU = 0.5
 """Kubelet reserve and daemon sets on every node: not available to pods."""
@@ -64,11 +62,6 @@ class CostEstimate:
         return [line.item for line in self.lines if line.unit_price is None]
 
 
-def load_price_table(path: Path = PRICE_TABLE) -> dict[str, Any]:
-    table: dict[str, Any] = json.loads(path.read_text())
-    return table
-
-
 def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any]) -> CostEstimate:
     fixed = table["hourly"]
     lines: list[CostLine] = []
@@ -80,7 +73,7 @@ def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any
         ("EKS control plane", fixed["eks_control_plane"], _of_type("eks:index:Cluster")),
         ("NAT gateway", fixed["nat_gateway"], _of_type("aws:ec2/natGateway:NatGateway")),
         ("public IPv4 address", fixed["public_ipv4_address"], _holds_public_ipv4),
-        ("KMS key", fixed["kms_key_month"] / HOURS_PER_MONTH, _of_type("aws:kms/key:Key")),
+        ("KMS key", kms_key_hourly(table), _of_type("aws:kms/key:Key")),
     ]
     for item, price, matches in counted:
         if found := count(matches):
@@ -164,9 +157,7 @@ def _node_group_line(
         known = sizes and len(sizes) == len(types)
         room = min(sizes) - NODE_RESERVED_CPU if known else max(pods)
         low = min(high, max(low, _nodes_for(pods, room)))
-    known = [prices[name][market] for name in types if name in prices]
-    # Diversified spot capacity lands on any of the types: price it at their mean.
-    unit = mean(known) if known and len(known) == len(types) else None
+    unit = node_price(prices, types, spot=market == "spot")
     label = "spot" if market == "spot" else "on-demand"
     return CostLine(
         f"{label} {'|'.join(types)} ({resource.name})",
@@ -180,6 +171,6 @@ def _instance_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLi
     inputs = resource.inputs
     market = "spot" if inputs.get("instanceMarketOptions") else "on_demand"
     instance_type = inputs.get("instanceType", "?")
-    unit = prices.get(instance_type, {}).get(market)
+    unit = node_price(prices, [instance_type], spot=market == "spot")
     label = "spot" if market == "spot" else "on-demand"
     return CostLine(f"{label} {instance_type} ({resource.name})", 1, 1, unit)

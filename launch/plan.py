@@ -8,22 +8,25 @@ from launch.costs import CostEstimate, estimate_hourly_cost, load_price_table
 from launch.offline import DeclaredResource, OfflineRun, run_offline
 from launch.stack_config import read_stack_config
 from stacks import outputs
-from stacks.config import NODE_POOLS
+from stacks.config import NODE_POOLS, with_admin_cidr_placeholder
 
 _MULTI_LANGUAGE = ("eks:index:",)
 
 
-def plan(stack: str) -> tuple[OfflineRun, CostEstimate]:
-    run = run_offline(read_stack_config(stack), stack)
-    return run, estimate_hourly_cost(run.resources, load_price_table())
+def plan(stack: str) -> tuple[OfflineRun, CostEstimate, str | None]:
+    """The offline run, its cost, and a note when a placeholder stood in for adminCidrs."""
+    raw, note = with_admin_cidr_placeholder(read_stack_config(stack))
+    run = run_offline(raw, stack)
+    return run, estimate_hourly_cost(run.resources, load_price_table()), note
 
 
-def render_plan(run: OfflineRun, cost: CostEstimate) -> str:
+def render_plan(run: OfflineRun, cost: CostEstimate, note: str | None = None) -> str:
     config = run.config
     lines = [
         f"spotburst plan: stack {config.stack!r}, region {config.region}, "
         f"experiments {', '.join(config.experiments)}",
         "(the real stack program, run offline under mocks: nothing is created)",
+        *([f"note: {note}"] if note else []),
         "",
     ]
     declared = {resource.urn for resource in run.resources}
@@ -116,7 +119,7 @@ def _render_cost(cost: CostEstimate, region: str) -> list[str]:
     per_day = f"${cost.hourly_min * 24:.2f} to ${cost.hourly_max * 24:.2f}"
     lines.append(f"  (about {per_day} per day while it runs)")
     if cost.unpriced:
-        lines.append(f"  not priced (add to launch/prices.json): {', '.join(cost.unpriced)}")
+        lines.append(f"  not priced (add to vocab/prices.json): {', '.join(cost.unpriced)}")
     if region != cost.table_region:
         lines.append(f"  note: prices are for {cost.table_region}; this stack is in {region}")
     lines.append("  not included: data transfer, NAT data processing, S3/EBS/EFS storage")

@@ -42,6 +42,10 @@ _REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _RESOURCE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 T = TypeVar("T")
+API_ENDPOINT_PRIVATE = "private"
+API_ENDPOINT_PUBLIC = "public"
+ADMIN_CIDR_PLACEHOLDER = "203.0.113.0/24"
+"""A documentation range (RFC 5737): what `invoke plan` plans with when adminCidrs is empty."""
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _PLACEMENT_CAPACITY = {
     SPOT_RESOURCE: CAPACITY_SPOT,
@@ -152,6 +156,11 @@ class BucketConfig:
     expire_results_after_days: int
 
 
+class RequiredConfigMissing(ConfigError):
+    """A key the enabled experiments need is not set (worded as Pulumi's own
+    `Missing required configuration variable` error)."""
+
+
 @dataclass(frozen=True)
 class SpotburstConfig:
     stack: str
@@ -159,6 +168,10 @@ class SpotburstConfig:
     experiments: tuple[str, ...]
     admin_cidrs: tuple[str, ...]
     allow_world_admin_access: bool
+    api_endpoint: str
+    """public (reachable from admin_cidrs) or private (the deployer runs inside the VPC)."""
+    max_hourly_usd: float | None
+    """Refuse the stack when its maximum-scale cost per hour is above this."""
     bucket: BucketConfig
     spot_cluster: SpotClusterConfig | None
     """None when no experiment runs on EKS."""
@@ -203,14 +216,25 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
     }
     top = Fields(PROJECT, ours, separator=":")
     top.reject_unknown(
-        {"experiments", "adminCidrs", WORLD_ADMIN_OPT_IN, "bucket", "spotCluster", "burst",
-         *RAY_ON_EKS}
+        {
+            "experiments",
+            "adminCidrs",
+            WORLD_ADMIN_OPT_IN,
+            "apiEndpoint",
+            "maxHourlyUsd",
+            "bucket",
+            "spotCluster",
+            "burst",
+            *RAY_ON_EKS,
+        }
     )
     experiments = _experiments(top)
     allow_world = top.boolean(WORLD_ADMIN_OPT_IN) if WORLD_ADMIN_OPT_IN in top.values else False
     admin_cidrs = _admin_cidrs(top, allow_world)
+    api_endpoint = _api_endpoint(top)
     ray_version, ray_image = installed_ray_image()
     on_eks = [name for name in experiments if name in RAY_ON_EKS]
+    _require_reachable_api(top, on_eks, admin_cidrs, api_endpoint)
     spot_cluster = _section(top, "spotCluster", bool(on_eks), _spot_cluster)
     ray_clusters = {
         name: cluster
@@ -223,6 +247,8 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         experiments=experiments,
         admin_cidrs=admin_cidrs,
         allow_world_admin_access=allow_world,
+        api_endpoint=api_endpoint,
+        max_hourly_usd=top.number("maxHourlyUsd", 0.0) if "maxHourlyUsd" in top.values else None,
         bucket=_bucket(top.object("bucket")),
         spot_cluster=spot_cluster,
         ray_clusters={name: ray_clusters[name] for name in on_eks},
@@ -233,6 +259,9 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
     )
     _reject_overlapping_networks(config)
     _reject_shared_namespaces(top, config)
+    from stacks.cost_ceiling import refuse_over_budget  # it prices a parsed config
+
+    refuse_over_budget(config)
     return config
 
 
@@ -275,6 +304,60 @@ def _admin_cidrs(top: Fields, allow_world: bool) -> tuple[str, ...]:
             f"{top.key(WORLD_ADMIN_OPT_IN)}: true if you really mean it"
         )
     return parsed
+
+
+def _api_endpoint(top: Fields) -> str:
+    if "apiEndpoint" not in top.values:
+        return API_ENDPOINT_PUBLIC
+    allowed = (API_ENDPOINT_PUBLIC, API_ENDPOINT_PRIVATE)
+    value = top.raw("apiEndpoint")
+    if value not in allowed:
+        raise ConfigError(
+            f"{top.key('apiEndpoint')}: {value!r} is not allowed; expected {' or '.join(allowed)}"
+        )
+    return str(value)
+
+
+def needs_admin_cidrs(raw: Mapping[str, str]) -> bool:
+    """Would `raw` be refused for want of adminCidrs (an EKS experiment on, no adminCidrs, no
+    `apiEndpoint: private`)? Undecidable values answer False and are left to parse_config."""
+    values = {key: _decode(value) for key, value in raw.items()}
+    experiments = values.get(f"{PROJECT}:experiments")
+    on_eks = isinstance(experiments, list) and any(name in RAY_ON_EKS for name in experiments)
+    return (
+        on_eks
+        and values.get(f"{PROJECT}:adminCidrs") in (None, [])
+        and values.get(f"{PROJECT}:apiEndpoint") != API_ENDPOINT_PRIVATE
+    )
+
+
+def with_admin_cidr_placeholder(raw: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """`raw` ready to plan offline: when it lacks adminCidrs the EKS API needs, the
+    documentation range ADMIN_CIDR_PLACEHOLDER stands in, and the note says so."""
+    if not needs_admin_cidrs(raw):
+        return dict(raw), None
+    note = (
+        f"{PROJECT}:adminCidrs is empty: planned with the placeholder {ADMIN_CIDR_PLACEHOLDER} "
+        "(a documentation range); `pulumi up` refuses until you set your own address"
+    )
+    return {**raw, f"{PROJECT}:adminCidrs": json.dumps([ADMIN_CIDR_PLACEHOLDER])}, note
+
+
+def _require_reachable_api(
+    top: Fields, on_eks: list[str], admin_cidrs: tuple[str, ...], api_endpoint: str
+) -> None:
+    """Without adminCidrs a public-endpoint deployer could not reach the EKS API it creates:
+    `pulumi up` would build the VPC and control plane, then hang installing KubeRay."""
+    if not on_eks or admin_cidrs or api_endpoint == API_ENDPOINT_PRIVATE:
+        return
+    key = top.key("adminCidrs")
+    raise RequiredConfigMissing(
+        f"Missing required configuration variable '{key}': the EKS experiments "
+        f"({', '.join(on_eks)}) need the cluster's API reachable from where you deploy; "
+        f"please set a value using the command `pulumi config set --path '{key}[0]' "
+        f"<your-ip>/32` (or, deploying from inside the VPC, `pulumi config set "
+        f"{top.key('apiEndpoint')} {API_ENDPOINT_PRIVATE}`)"
+    )
 
 
 def _bucket(fields: Fields) -> BucketConfig:
@@ -501,4 +584,8 @@ def load_config() -> SpotburstConfig:
     import pulumi
     from pulumi.runtime.config import CONFIG
 
-    return parse_config(dict(CONFIG.get()), pulumi.get_stack())
+    try:
+        return parse_config(dict(CONFIG.get()), pulumi.get_stack())
+    except ConfigError as error:
+        # RunError: Pulumi prints the one line and exits, no traceback, nothing declared.
+        raise pulumi.RunError(str(error)) from None

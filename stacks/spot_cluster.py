@@ -20,6 +20,7 @@ from components.raycluster_spec import RayClusterSpecArgs, RayHeadArgs, WorkerGr
 from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
 from stacks import outputs
 from stacks.config import (
+    API_ENDPOINT_PRIVATE,
     HEAD_POOL,
     NODE_POOLS,
     NodePoolConfig,
@@ -71,7 +72,10 @@ def build_spot_cluster(
                 )
                 for pool in pools
             ],
-            api_access_cidrs=list(config.admin_cidrs),
+            # Empty: a private endpoint, for a deployer inside the VPC (apiEndpoint: private).
+            api_access_cidrs=(
+                [] if config.api_endpoint == API_ENDPOINT_PRIVATE else list(config.admin_cidrs)
+            ),
             tags=tags,
         ),
     )

@@ -9,6 +9,7 @@ from launch.account.leftovers import LeftoverReport, find_leftovers
 from launch.account.scale import StackScale, cluster_names_from_plan, scale_from_plan
 from launch.offline import OfflineRun, run_offline
 from launch.stack_config import read_stack_config
+from stacks.config import parse_config, with_admin_cidr_placeholder
 from stacks.fields import ConfigError
 
 
@@ -23,8 +24,13 @@ def preflight_stack(
     planned: OfflineRun | None = None
     config_result: list[CheckResult] = []
     if region:  # without one the region check says how to set it; planning would only repeat it
+        # Without adminCidrs `pulumi up` refuses (one FAIL line with the fix); the quotas are
+        # still checked, on the plan with the placeholder, so every failure shows at once.
+        planning, placeholder_note = with_admin_cidr_placeholder(raw)
         try:
-            planned = run_offline(raw, stack)
+            planned = run_offline(planning, stack)
+            if placeholder_note:
+                parse_config(raw, stack)
         except ConfigError as error:
             config_result = [CheckResult("stack config", Status.FAIL, str(error))]
     scale: StackScale | None = scale_from_plan(planned.resources) if planned else None
@@ -36,7 +42,7 @@ def preflight_stack(
 def leftovers_for_stack(stack: str, endpoint_url: str | None = None) -> LeftoverReport:
     """What of `stack` is still billable. Works after `pulumi destroy`: the cluster names come
     from the offline plan of the stack's config, not from its (gone) outputs."""
-    raw = read_stack_config(stack)
+    raw, _ = with_admin_cidr_placeholder(read_stack_config(stack))  # only names are needed
     planned = run_offline(raw, stack)
     account = AwsAccount(planned.config.region, endpoint_url)
     return find_leftovers(account, stack, cluster_names_from_plan(planned.resources))

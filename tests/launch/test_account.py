@@ -54,6 +54,7 @@ from launch.account.stack import preflight_stack
 from launch.account.usage import usage_by_others
 from launch.offline import DeclaredResource, run_offline
 from launch.stack_config import read_stack_config
+from stacks.config import with_admin_cidr_placeholder
 from netem.ports import free_local_port
 from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
 from vocab.tags import STACK_TAG_KEY, stack_tags
@@ -73,7 +74,7 @@ def _needs(scale: StackScale) -> dict[Quota, int]:
 
 @pytest.fixture(scope="module")
 def dev_plan_resources() -> list[DeclaredResource]:
-    return run_offline(read_stack_config("dev"), "dev").resources
+    return run_offline(with_admin_cidr_placeholder(read_stack_config("dev"))[0], "dev").resources
 
 
 # --- quota arithmetic (pure) ------------------------------------------------------------------
@@ -554,7 +555,7 @@ def test_invoke_leftovers_finds_a_planted_load_balancer_and_volume(
 def test_a_bad_stack_config_fails_in_one_line_naming_the_key(
     isolated_aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    raw = read_stack_config("dev")
+    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
     monkeypatch.setattr(launch.account.stack, "read_stack_config",
                         lambda stack: {**raw, "spotburst:experiments": '["doll", "mars"]'})
     results, region = preflight_stack("dev", "http://127.0.0.1:9")
@@ -569,7 +570,7 @@ def test_a_bad_stack_config_fails_in_one_line_naming_the_key(
 def test_a_stack_without_a_region_is_not_planned_and_says_how_to_set_it(
     isolated_aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    raw = {k: v for k, v in read_stack_config("dev").items() if k != "aws:region"}
+    raw = {k: v for k, v in with_admin_cidr_placeholder(read_stack_config("dev"))[0].items() if k != "aws:region"}
     monkeypatch.setattr(launch.account.stack, "read_stack_config", lambda stack: raw)
     results, region = preflight_stack("dev", "http://127.0.0.1:9")
     assert region is None

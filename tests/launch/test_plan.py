@@ -9,6 +9,7 @@ import pytest
 
 from launch.costs import estimate_hourly_cost, load_price_table
 from launch.offline import run_offline
+from stacks.config import with_admin_cidr_placeholder
 from launch.plan import plan, render_plan
 from launch.stack_config import read_stack_config
 
@@ -35,8 +36,8 @@ def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools() -> None:
 
 
 def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
-    run, cost = plan("dev")
-    # Prices from launch/prices.json, counted by hand for the shipped dev config.
+    run, cost, _ = plan("dev")
+    # Prices from vocab/prices.json, counted by hand for the shipped dev config.
     fixed = 0.10 + 2 * 0.045 + 4 * 0.005 + 2 * 1.00 / 730  # EKS, 2 NATs, 4 IPv4, 2 KMS keys
     burst = 3 * 1.008  # login, HPC worker, cloud node: r5.4xlarge on-demand
     head = 0.384  # m5.2xlarge on-demand
@@ -55,7 +56,7 @@ def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
 
 
 def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named() -> None:
-    raw = read_stack_config("dev")
+    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
     spot = json.loads(raw["spotburst:spotCluster"])
     base = estimate_hourly_cost(run_offline(raw).resources, load_price_table())
     spot["nodePools"]["spotGpu"]["maxSize"] = 8
@@ -74,7 +75,7 @@ def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named() -> Non
 
 
 def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones() -> None:
-    raw = read_stack_config("dev")
+    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
     base = estimate_hourly_cost(run_offline(raw).resources, load_price_table())
     spot_cpu = (0.068 + 0.062 + 0.066) / 3
     inference = json.loads(raw["spotburst:inference"])
