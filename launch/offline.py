@@ -9,6 +9,7 @@ merely imports this module (or reads stack config) runs with Pulumi patched.
 from __future__ import annotations
 
 import json
+import runpy
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from launch.stack_config import PROJECT_DIR
 from stacks.config import PROJECT, SpotburstConfig, parse_config
 
 MOCK_ACCOUNT = "123456789012"
@@ -49,6 +51,10 @@ class DeclaredResource:
     custom: bool
     inputs: dict[str, Any]
     dependencies: tuple[str, ...]
+    provider: str = ""
+    """The provider reference (`urn::id`) of a custom resource; "" for the default provider."""
+    providers: tuple[tuple[str, str], ...] = ()
+    """A component's provider references by package (what remote components receive)."""
 
 
 @dataclass
@@ -151,9 +157,32 @@ class _RecordingMonitor(mocks.MockMonitor):
                     custom=request.custom,
                     inputs=rpc.deserialize_properties(request.object),
                     dependencies=tuple(request.dependencies),
+                    provider=request.provider,
+                    providers=tuple(sorted(request.providers.items())),
                 )
             )
         return response
+
+
+def _mocked_monitor(raw_config: dict[str, str], stack: str, region: str) -> _RecordingMonitor:
+    _patch_for_mocks()
+    monitor = _RecordingMonitor(_CloudMocks(region))
+    mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(raw_config)
+    return monitor
+
+
+def run_entry_point(
+    raw_config: dict[str, str], stack: str = "dev"
+) -> tuple[list[DeclaredResource], Exception | None]:
+    """Run `__main__.py` as `pulumi up` would, config and all, under mocks: what it declared,
+    and the exception that stopped it (None when it ran to the end)."""
+    monitor = _mocked_monitor(raw_config, stack, raw_config.get("aws:region", "us-east-1"))
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(PROJECT_DIR / "__main__.py"))))
+    except Exception as error:  # noqa: BLE001 (handed to the caller)
+        return list(monitor.declared), error
+    return list(monitor.declared), None
 
 
 def run_offline(raw_config: dict[str, str], stack: str = "dev") -> OfflineRun:
@@ -161,10 +190,7 @@ def run_offline(raw_config: dict[str, str], stack: str = "dev") -> OfflineRun:
     from stacks.program import build
 
     config = parse_config(raw_config, stack)
-    _patch_for_mocks()
-    monitor = _RecordingMonitor(_CloudMocks(config.region))
-    mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(raw_config)
+    monitor = _mocked_monitor(raw_config, stack, config.region)
     declared_outputs: dict[str, Any] = {}
 
     def program() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_aws as aws
 
 from components.burst_sites import BurstSites, BurstSitesArgs
 from components.data_bucket import DataBucket
@@ -13,7 +14,7 @@ from vocab.ports import GCS_PORT
 
 
 def build_burst(
-    config: SpotburstConfig, bucket: DataBucket, tags: dict[str, str]
+    config: SpotburstConfig, bucket: DataBucket, tags: dict[str, str], provider: aws.Provider
 ) -> dict[str, pulumi.Input]:
     """Declare the burst sites; return the stack outputs the run and netem tasks need."""
     burst = config.burst
@@ -35,6 +36,7 @@ def build_burst(
             token_parameter_name=f"/{config.name_prefix}/burst/ray-token",
             tags=tags,
         ),
+        opts=pulumi.ResourceOptions(providers={"aws": provider}),
     )
     return {
         outputs.BURST_INSTANCE_IDS: sites.instance_ids,

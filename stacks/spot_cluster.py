@@ -5,6 +5,7 @@ rl, inference), each in its own namespace with its own bucket access (IRSA)."""
 from __future__ import annotations
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
@@ -38,9 +39,11 @@ def placement(pool_key: str) -> PoolPlacement:
 
 
 def build_spot_cluster(
-    config: SpotburstConfig, bucket: DataBucket, tags: dict[str, str]
+    config: SpotburstConfig, bucket: DataBucket, tags: dict[str, str], aws_provider: aws.Provider
 ) -> dict[str, pulumi.Input]:
-    """Declare the spot cluster; return the stack outputs the run tasks need."""
+    """Declare the spot cluster; return the stack outputs the run tasks need. Every AWS
+    resource goes through `aws_provider` (its default tags mark the stack's resources)."""
+    on_aws = pulumi.ResourceOptions(providers={"aws": aws_provider})
     spot = config.spot_cluster
     assert spot is not None, "parse_config requires spotCluster when an EKS experiment is on"
     cluster_name = f"{config.name_prefix}-spot"
@@ -54,6 +57,7 @@ def build_spot_cluster(
             public_subnet_tags={"kubernetes.io/role/elb": "1"},
             private_subnet_tags={"kubernetes.io/role/internal-elb": "1"},
         ),
+        opts=on_aws,
     )
     cluster = EksCluster(
         "eks",
@@ -78,9 +82,10 @@ def build_spot_cluster(
             ),
             tags=tags,
         ),
+        opts=on_aws,
     )
     provider = k8s.Provider("spot-k8s", kubeconfig=cluster.kubeconfig_json)
-    in_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider})
+    in_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider, "aws": aws_provider})
     head_nodes = placement(HEAD_POOL).node_selector
     operator = KubeRayOperator(
         "kuberay",
@@ -123,6 +128,7 @@ def build_spot_cluster(
                 policy_name="bucket",
                 tags=tags,
             ),
+            opts=on_aws,
         )
         deployed = RayCluster(
             experiment,

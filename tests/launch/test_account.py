@@ -54,8 +54,8 @@ from launch.account.stack import preflight_stack
 from launch.account.usage import usage_by_others
 from launch.offline import DeclaredResource, run_offline
 from launch.stack_config import read_stack_config
-from stacks.config import with_admin_cidr_placeholder
 from netem.ports import free_local_port
+from stacks.config import with_admin_cidr_placeholder
 from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
 from vocab.tags import STACK_TAG_KEY, stack_tags
 

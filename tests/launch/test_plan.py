@@ -9,9 +9,9 @@ import pytest
 
 from launch.costs import estimate_hourly_cost, load_price_table
 from launch.offline import run_offline
-from stacks.config import with_admin_cidr_placeholder
 from launch.plan import plan, render_plan
 from launch.stack_config import read_stack_config
+from stacks.config import with_admin_cidr_placeholder
 
 
 def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools() -> None:

@@ -1,0 +1,175 @@
+"""What `pulumi up -s dev` refuses before declaring anything, and the stack tag on every AWS
+resource: the real entry point (`__main__.py`) and stack program, run under mocks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pulumi import RunError
+
+from launch.costs import estimate_hourly_cost
+from launch.offline import (
+    DeclaredResource,
+    OfflineRun,
+    run_entry_point, run_offline
+from launch.stack_config import read_stack_config
+from stacks.config import (
+    ADMIN_CIDR_PLACEHOLDER,
+    RequiredConfigMissing,
+    parse_config,
+    with_admin_cidr_placeholder,
+)
+from stacks.cost_ceiling import max_scale_hourly_usd
+from stacks.fields import ConfigError
+from vocab.prices import load_price_table
+from vocab.tags import STACK_TAG_KEY
+
+FIX_LINE = (
+    "Missing required configuration variable 'spotburst:adminCidrs': the EKS experiments "
+    "(doll, elastic, rl, inference) need the cluster's API reachable from where you deploy; "
+    "please set a value using the command `pulumi config set --path 'spotburst:adminCidrs[0]' "
+    "<your-ip>/32` (or, deploying from inside the VPC, `pulumi config set "
+    "spotburst:apiEndpoint private`)"
+)
+
+
+def _eks_api_cidrs(resources: list[DeclaredResource]) -> list[str]:
+    [cluster] = [r for r in resources if r.type == "eks:index:Cluster"]
+    return list(cluster.inputs.get("publicAccessCidrs") or [])
+
+
+# --- the EKS API must be reachable from the deployer ----------------------------------------
+
+
+def test_shipped_config_stops_pulumi_up_before_the_first_resource() -> None:
+    declared, error = run_entry_point(read_stack_config("dev"), "dev")
+    assert isinstance(error, RunError)  # Pulumi prints it as one line, no traceback
+    assert str(error) == FIX_LINE
+    assert declared == []
+
+
+def test_shipped_config_with_an_admin_cidr_deploys_with_the_api_open_to_it_only() -> None:
+    raw = {**read_stack_config("dev"), "spotburst:adminCidrs": '["198.51.100.7/32"]'}
+    declared, error = run_entry_point(raw, "dev")
+    assert error is None
+    assert any(r.type == "eks:index:Cluster" for r in declared)
+
+
+def test_api_endpoint_private_is_the_explicit_opt_in_and_keeps_the_endpoint_private() -> None:
+    raw = {**read_stack_config("dev"), "spotburst:apiEndpoint": "private"}
+    config = parse_config(raw, "dev")
+    assert config.api_endpoint == "private" and config.admin_cidrs == ()
+    run = run_offline({**raw, "spotburst:adminCidrs": '["198.51.100.7/32"]'}, "dev")
+    [cluster] = run.of_type("eks:index:Cluster")
+    assert cluster.inputs.get("endpointPublicAccess") in (False, None)
+    assert not cluster.inputs.get("publicAccessCidrs")
+
+
+def test_a_stack_without_eks_needs_no_admin_cidrs() -> None:
+    raw = {**read_stack_config("dev"), "spotburst:experiments": '["burst"]'}
+    assert parse_config(raw, "dev").admin_cidrs == ()
+    assert with_admin_cidr_placeholder(raw) == (raw, None)
+
+
+def test_api_endpoint_takes_public_or_private_only() -> None:
+    raw = {**read_stack_config("dev"), "spotburst:apiEndpoint": "vpn"}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw, "dev")
+    assert str(refused.value) == (
+        "spotburst:apiEndpoint: 'vpn' is not allowed; expected public or private")
+
+
+def test_plan_config_uses_the_documentation_range_and_says_so() -> None:
+    raw, note = with_admin_cidr_placeholder(read_stack_config("dev"))
+    assert json.loads(raw["spotburst:adminCidrs"]) == [ADMIN_CIDR_PLACEHOLDER]
+    assert note is not None and ADMIN_CIDR_PLACEHOLDER in note and "refuses" in note
+    assert _eks_api_cidrs(run_offline(raw, "dev").resources) == [ADMIN_CIDR_PLACEHOLDER]
+    with pytest.raises(RequiredConfigMissing):
+        parse_config(read_stack_config("dev"), "dev")
+
+
+# --- spotburst:maxHourlyUsd -------------------------------------------------------------------
+
+
+def test_the_programs_max_cost_is_the_plans(
+    dev_config: dict[str, str], dev_run: OfflineRun
+) -> None:
+    """stacks/cost_ceiling.py counts from config what launch/costs.py counts from the plan."""
+    table = load_price_table()
+    burst = json.loads(dev_config["spotburst:burst"])
+    spot = json.loads(dev_config["spotburst:spotCluster"])
+    spot["nodePools"]["spotCpu"]["maxSize"] = 40
+    runs = {
+        "dev": dev_run,
+        "burst only": run_offline({**dev_config, "spotburst:experiments": '["burst"]'}, "dev"),
+        "eks only, bigger": run_offline(
+            {
+                **dev_config,
+                "spotburst:experiments": '["doll", "rl"]',
+                "spotburst:spotCluster": json.dumps(spot),
+            },
+            "dev",
+        ),
+        "more burst nodes": run_offline(
+            {
+                **dev_config,
+                "spotburst:experiments": '["burst"]',
+                "spotburst:burst": json.dumps({**burst, "hpcWorkers": 3, "cloudNodes": 4}),
+            },
+            "dev",
+        ),
+    }
+    for name, run in runs.items():
+        planned = estimate_hourly_cost(run.resources, table).hourly_max
+        assert max_scale_hourly_usd(run.config, table) == pytest.approx(planned), name
+
+
+def test_max_hourly_usd_refuses_a_stack_that_may_cost_more(
+    dev_config: dict[str, str], dev_run: OfflineRun
+) -> None:
+    maximum = estimate_hourly_cost(dev_run.resources, load_price_table()).hourly_max
+    assert maximum == pytest.approx(7.2587, abs=1e-3)
+    declared, error = run_entry_point({**dev_config, "spotburst:maxHourlyUsd": "5"}, "dev")
+    assert declared == []
+    assert isinstance(error, RunError)
+    assert str(error) == (
+        "spotburst:maxHourlyUsd: the stack costs up to $7.26 per hour at maximum scale (every "
+        "node pool at maxSize), above the $5.00 allowed; lower the pools' maxSize or raise the "
+        "limit: pulumi config set spotburst:maxHourlyUsd 7.26")
+    assert parse_config({**dev_config, "spotburst:maxHourlyUsd": "7.26"}, "dev")
+    with pytest.raises(ConfigError, match="spotburst:maxHourlyUsd: 'lots' is not allowed"):
+        parse_config({**dev_config, "spotburst:maxHourlyUsd": "lots"}, "dev")
+
+
+def test_max_hourly_usd_refuses_what_it_cannot_price(dev_config: dict[str, str]) -> None:
+    burst = {**json.loads(dev_config["spotburst:burst"]), "instanceType": "x9z.mega"}
+    raw = {**dev_config, "spotburst:burst": json.dumps(burst), "spotburst:maxHourlyUsd": "100"}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw, "dev")
+    assert str(refused.value) == (
+        "spotburst:maxHourlyUsd: cannot price x9z.mega; add it to vocab/prices.json or remove "
+        "maxHourlyUsd")
+
+
+# --- the stack tag on every AWS resource ------------------------------------------------------
+
+
+def test_every_aws_resource_carries_the_stack_tag(dev_config: dict[str, str]) -> None:
+    """Every AWS resource, and every pulumi-eks component (which creates its own), goes through
+    the one provider whose default tags carry `spotburst:stack=<stack>`."""
+    declared, error = run_entry_point(dev_config, "dev")
+    assert error is None
+    providers = {
+        f"{r.urn}::{r.resource_id}": r for r in declared if r.type == "pulumi:providers:aws"
+    }
+    assert len(providers) == 1
+    [(reference, provider)] = providers.items()
+    default_tags = provider.inputs["defaultTags"]  # provider inputs arrive JSON-encoded
+    assert json.loads(default_tags)["tags"] == {STACK_TAG_KEY: "dev"}
+    on_aws = [r for r in declared if r.custom and r.type.startswith("aws:")]
+    on_eks = [r for r in declared if r.type.startswith("eks:")]
+    assert len(on_aws) > 50 and len(on_eks) == 5
+    untagged = [f"{r.type} {r.name}" for r in on_aws if r.provider != reference]
+    untagged += [f"{r.type} {r.name}" for r in on_eks if dict(r.providers).get("aws") != reference]
+    assert untagged == []
