@@ -12,7 +12,9 @@ from launch.costs import estimate_hourly_cost
 from launch.offline import (
     DeclaredResource,
     OfflineRun,
-    run_entry_point, run_offline
+    run_entry_point,
+    run_offline,
+)
 from launch.stack_config import read_stack_config
 from stacks.config import (
     ADMIN_CIDR_PLACEHOLDER,

@@ -570,7 +570,7 @@ def test_a_bad_stack_config_fails_in_one_line_naming_the_key(
 def test_a_stack_without_a_region_is_not_planned_and_says_how_to_set_it(
     isolated_aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    raw = {k: v for k, v in with_admin_cidr_placeholder(read_stack_config("dev"))[0].items() if k != "aws:region"}
+    raw = {k: v for k, v in read_stack_config("dev").items() if k != "aws:region"}
     monkeypatch.setattr(launch.account.stack, "read_stack_config", lambda stack: raw)
     results, region = preflight_stack("dev", "http://127.0.0.1:9")
     assert region is None
