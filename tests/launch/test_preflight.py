@@ -1,4 +1,5 @@
-"""`invoke up` reads the stack config without the offline runner: Pulumi stays unpatched."""
+"""`invoke up`'s process never imports the offline runner (its gate plans in a subprocess):
+Pulumi stays unpatched."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ CHECK = """
 import sys
 from pulumi.runtime import rpc
 original = rpc.deserialize_resource
-from launch.preflight import deployment_warnings
-deployment_warnings("dev")
+import tasks, launch.account.deploy_gate, launch.account.budget, launch.stack_config
+launch.stack_config.read_stack_config("dev")
 loaded = "launch.offline" in sys.modules
 import launch.offline  # importing the offline runner patches nothing either
 print(loaded, rpc.deserialize_resource is original)
