@@ -158,11 +158,15 @@ def _ray_group(run: OfflineRun, site: str) -> DeclaredResource:
 
 
 def test_ray_ports_are_open_between_the_site_cidrs_only_and_ssh_is_closed(
-    dev_run: OfflineRun,
+    dev_config: dict[str, str],
 ) -> None:
-    cidrs = sorted([dev_run.config.burst.onprem_cidr, dev_run.config.burst.cloud_cidr])
+    # dev_run plans with the documentation-range adminCidrs (tests/infra/conftest.py); the
+    # shipped default has none: SSH closed, as with apiEndpoint private and no adminCidrs.
+    closed = {**dev_config, "spotburst:adminCidrs": "[]", "spotburst:apiEndpoint": "private"}
+    run = run_offline(closed)
+    cidrs = sorted([run.config.burst.onprem_cidr, run.config.burst.cloud_cidr])
     for site in ("onprem", "cloud"):
-        ingress = _ray_group(dev_run, site).inputs["ingress"]
+        ingress = _ray_group(run, site).inputs["ingress"]
         ranges = {(rule["fromPort"], rule["toPort"]) for rule in ingress}
         assert ranges == set(RayPorts().between_nodes())
         assert all(sorted(rule["cidrBlocks"]) == cidrs for rule in ingress)
