@@ -588,4 +588,8 @@ def load_config() -> SpotburstConfig:
         return parse_config(dict(CONFIG.get()), pulumi.get_stack())
     except ConfigError as error:
         # RunError: Pulumi prints the one line and exits, no traceback, nothing declared.
-        raise pulumi.RunError(str(error)) from None
+        # Still a ConfigError to Python callers.
+        class StackConfigRefused(ConfigError, pulumi.RunError):
+            pass
+
+        raise StackConfigRefused(str(error)) from None
