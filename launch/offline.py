@@ -178,8 +178,12 @@ def run_entry_point(
     """Run `__main__.py` as `pulumi up` would, config and all, under mocks: what it declared,
     and the exception that stopped it (None when it ran to the end)."""
     monitor = _mocked_monitor(raw_config, stack, raw_config.get("aws:region", "us-east-1"))
+
+    def entry_point() -> None:
+        runpy.run_path(str(PROJECT_DIR / "__main__.py"))
+
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(PROJECT_DIR / "__main__.py"))))
+        _sync_await(run_pulumi_func(entry_point))
     except Exception as error:  # noqa: BLE001 (handed to the caller)
         return list(monitor.declared), error
     return list(monitor.declared), None

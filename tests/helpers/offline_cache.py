@@ -8,6 +8,7 @@ import functools
 
 from launch.offline import OfflineRun, run_offline
 from launch.stack_config import read_stack_config
+from stacks.config import with_admin_cidr_placeholder
 
 
 @functools.cache
@@ -16,6 +17,8 @@ def _run(config: tuple[tuple[str, str], ...], stack: str) -> OfflineRun:
 
 
 def cached_run(overrides: dict[str, str] | None = None, stack: str = "dev") -> OfflineRun:
-    """The stack's config from Pulumi.<stack>.yaml with `overrides`, run offline once."""
-    config = {**read_stack_config(stack), **(overrides or {})}
+    """The stack's config from Pulumi.<stack>.yaml (empty adminCidrs planned with the
+    documentation-range placeholder, as `invoke plan` does) with `overrides`, run offline once."""
+    shipped, _ = with_admin_cidr_placeholder(read_stack_config(stack))
+    config = {**shipped, **(overrides or {})}
     return _run(tuple(sorted(config.items())), stack)

@@ -39,8 +39,9 @@ def test_admin_cidrs_open_the_eks_endpoint_to_those_sources_only() -> None:
     assert violations(run) == []
 
 
-def test_without_admin_cidrs_the_eks_endpoint_is_private(dev_run: OfflineRun) -> None:
-    cluster = dev_run.one("eks:index:Cluster").inputs
+def test_a_private_api_endpoint_has_no_public_access_and_needs_no_admin_cidrs() -> None:
+    run = cached_run({"spotburst:adminCidrs": "[]", "spotburst:apiEndpoint": "private"})
+    cluster = run.one("eks:index:Cluster").inputs
     assert cluster["endpointPublicAccess"] is False
     assert cluster["endpointPrivateAccess"] is True
 

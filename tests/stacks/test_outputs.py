@@ -95,8 +95,9 @@ def test_the_stack_program_exports_under_the_named_outputs() -> None:
     from launch.offline import run_offline
     from launch.stack_config import read_stack_config
     from stacks import outputs
+    from stacks.config import with_admin_cidr_placeholder
 
-    raw = read_stack_config("dev")
+    raw, _ = with_admin_cidr_placeholder(read_stack_config("dev"))
     raw["spotburst:experiments"] = '["doll", "burst"]'
     run = run_offline(raw, "dev")
     named = {outputs.REGION, outputs.BUCKET_NAME, outputs.EXPERIMENTS, outputs.RAY_VERSION,
