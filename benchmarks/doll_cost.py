@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from workloads.common.actors import start_actor
 from workloads.common.ray_session import ray_session
 from workloads.doll.experiment import run_policies, start_servers, with_cost_ratios
 from workloads.doll.options import DollOptions
@@ -38,7 +39,7 @@ def measure(seeds: list[int], preemption: str) -> list[dict[str, Any]]:
             trace = load_trace(base.trace, base.zone, product)
             servers = replace(
                 shared,
-                price_server=PriceServer.remote(trace, base.compression),
+                price_server=start_actor(PriceServer, trace, base.compression),
                 mean_spot_price=trace.mean_price(),
             )
             for seed in seeds:

@@ -19,6 +19,7 @@ from workloads.burst.scheduling.data_aware import DataAwareScheduler
 from workloads.burst.scheduling.default import DefaultScheduler
 from workloads.burst.summary import format_table, summarize
 from workloads.burst.work import AsyncParameterServer, Workload, warm_up
+from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage
@@ -78,10 +79,14 @@ def run_one(
     )
     server = None
     if config.workload == "param-server":
-        server = AsyncParameterServer.options(  # type: ignore[attr-defined]
-            scheduling_strategy=NodeAffinitySchedulingStrategy(head.node_id, soft=False),
-            max_concurrency=64,
-        ).remote(config.seed)
+        server = start_actor(
+            AsyncParameterServer,
+            config.seed,
+            options={
+                "scheduling_strategy": NodeAffinitySchedulingStrategy(head.node_id, soft=False),
+                "max_concurrency": 64,
+            },
+        )
     workers = {n.node_id: n for n in nodes if n.is_worker}
     setup = RunSetup(context, Workload(config.workload, config.seed, server), workers, cpus)
     warm_workers(workers, cpus)

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage
@@ -20,15 +21,19 @@ from workloads.doll.trace import PriceTrace, load_trace
 
 
 def start_servers(config: DollOptions, trace: PriceTrace) -> Servers:
-    parameter_server = SyncParameterServer.options(max_concurrency=1000).remote(
-        config.hidden, config.learning_rate, config.k
+    parameter_server = start_actor(
+        SyncParameterServer,
+        config.hidden,
+        config.learning_rate,
+        config.k,
+        options={"max_concurrency": 1000},
     )
     fleet = Fleet(config.worker_rates(), config.batch_size, config.hidden, parameter_server)
     return Servers(
         fleet=fleet,
         parameter_server=parameter_server,
-        evaluator=Evaluator.remote(config.hidden),
-        price_server=PriceServer.remote(trace, config.compression),
+        evaluator=start_actor(Evaluator, config.hidden),
+        price_server=start_actor(PriceServer, trace, config.compression),
         mean_spot_price=trace.mean_price(),
     )
 

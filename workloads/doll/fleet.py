@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from workloads.common.actors import start_actor
 from workloads.doll.worker import StreamWorker
 
 SPARES = 4
@@ -53,8 +54,12 @@ class Fleet:
         return [slot.actor for slot in self.slots]
 
     def _new_actor(self) -> Any:
-        return StreamWorker.options(max_concurrency=64).remote(
-            self.batch_size, self.hidden, self.parameter_server
+        return start_actor(
+            StreamWorker,
+            self.batch_size,
+            self.hidden,
+            self.parameter_server,
+            options={"max_concurrency": 64},
         )
 
     def _install(self, slot: Slot, actor: Any) -> None:
