@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -98,7 +98,8 @@ def run_one(
     say(f"[{name}] makespan {result.makespan_s:.2f}s")
     extra: dict[str, Any] = {}
     if server is not None:
-        extra = ray.get(server.stats.remote())
+        # ray.get's stub picks its list overload for an untyped actor method's ObjectRef
+        extra = cast(dict[str, Any], ray.get(server.stats.remote()))
         ray.kill(server)
     return result, extra
 

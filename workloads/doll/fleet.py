@@ -127,9 +127,9 @@ class Fleet:
                 future.cancel()
         answers: list[tuple[int, float] | None] = []
         for slot in self.slots:
-            future = asked.get(slot.index)
-            ok = future is not None and future in done and future.exception() is None
-            answers.append(future.result() if ok and future is not None else None)
+            answer = asked.get(slot.index)
+            ok = answer is not None and answer in done and answer.exception() is None
+            answers.append(answer.result() if ok and answer is not None else None)
         return answers
 
     def shutdown(self) -> None:
