@@ -2,7 +2,7 @@
 
 Used by the labs (Ray nodes, moto_server), the launcher's tunnels (kubectl port-forward,
 the SSM plugin) and the tests alike. Only processes that were started here are stopped,
-always by PID: never by name, never with `ray stop`.
+always by PID: never by name, never with Ray's stop-every-Ray-process command.
 """
 
 from __future__ import annotations
