@@ -4,16 +4,13 @@ code as `runtime_env.working_dir`, stream its log, and return the log once it en
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from ray._private.authentication.authentication_token_setup import (
     maybe_enable_token_auth_if_token_available,
 )
-from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from workloads.common.transport import MARKER
@@ -32,29 +29,11 @@ def use_token_auth_if_available() -> None:
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
-@contextmanager
-def client_token(token: str) -> Iterator[None]:
-    """This process's Jobs client sends `token` (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN) until
-    the block ends; then the variables are as before and the cached token forgotten. The
-    token only ever lives in this process's memory."""
-    saved = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    _reload_auth()
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        _reload_auth()
-
-
-def _reload_auth() -> None:
-    """Ray caches the mode (RayConfig) and the token (its loader) when first read."""
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
+def token_headers(token: str | None) -> dict[str, str] | None:
+    """The Jobs client's own Authorization header for a cluster's token: sent with this
+    client's requests only, never put in the environment or Ray's process-wide caches (a
+    later `ray.init()` in the same process must not see it)."""
+    return {"Authorization": f"Bearer {token}"} if token else None
 
 
 async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None]) -> None:
@@ -76,12 +55,13 @@ def run_job(
     env: dict[str, str],
     show: Callable[[str], None] = print,
     requirements: list[str] | None = None,
+    token: str | None = None,
 ) -> str:
     """Submit `python <command>` and stream its log until it ends; returns the whole log.
     `requirements` (pinned) are pip-installed into the job's environment on the cluster.
     Raises JobFailed (with the log's tail) unless the job succeeded."""
     use_token_auth_if_available()
-    client = JobSubmissionClient(address)
+    client = JobSubmissionClient(address, headers=token_headers(token))
     entrypoint = shlex.join(["python", *command])
     runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
     if requirements:

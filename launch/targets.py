@@ -14,7 +14,7 @@ from typing import Any
 
 from launch import pulumi_cli
 from launch.port_forward import port_forward, private_file, read_secret
-from launch.ray_jobs import client_token, run_job
+from launch.ray_jobs import run_job
 from launch.requirements import pinned_requirements
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
@@ -95,11 +95,10 @@ def run_remote(
         elif remote.s3_endpoint:
             command += ["--s3-endpoint", remote.s3_endpoint]
         requirements = pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES)
-        if remote.token is None:
-            log = run_job(remote.address, folder, command, env, show, requirements=requirements)
-        else:
-            with client_token(remote.token):
-                log = run_job(remote.address, folder, command, env, show, requirements=requirements)
+        log = run_job(
+            remote.address, folder, command, env, show,
+            requirements=requirements, token=remote.token,
+        )
     destination = LocalStorage(local_out)
     if remote.bucket:
         copy_all(open_storage(job_out, remote.s3_endpoint), destination)

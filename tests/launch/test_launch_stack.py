@@ -191,19 +191,10 @@ def test_address_and_stack_together_are_refused(tmp_path: Path) -> None:
         )
 
 
-def test_the_client_token_lives_in_this_process_only_for_the_block(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from ray._private.authentication.http_token_authentication import (
-        get_auth_headers_if_auth_enabled,
-    )
+def test_the_token_travels_only_in_the_jobs_clients_own_header() -> None:
+    from launch.ray_jobs import token_headers
 
-    from launch.ray_jobs import client_token
-
-    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    with client_token(TOKEN):
-        headers = get_auth_headers_if_auth_enabled({})
-    assert TOKEN in " ".join(headers.values())
-    assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ
-    assert get_auth_headers_if_auth_enabled({}) == {}
+    before = dict(os.environ)
+    assert token_headers(TOKEN) == {"Authorization": f"Bearer {TOKEN}"}
+    assert token_headers(None) is None
+    assert dict(os.environ) == before

@@ -172,7 +172,7 @@ def test_netem_without_aws_credentials_says_to_configure_them(tmp_path: Path) ->
 
 DOLL_OUTPUTS = {
     "dollKubeconfig": json.dumps({"apiVersion": "v1", "kind": "Config"}),
-    "dollNamespace": "doll", "dollHeadService": "doll-head-svc",
+    "dollNamespace": "doll", "dollHeadService": "doll-head-svc", "dollTokenSecret": "doll",
     "bucketName": "spotburst-results", "region": "eu-west-1",
 }
 

@@ -43,13 +43,20 @@ def test_invoke_list_shows_every_task() -> None:
 @pytest.mark.subprocess
 def test_pulumi_tasks_without_the_cli_print_one_line_and_fail(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # nothing named pulumi on it
-    for command in (["up", "--yes"], ["preview"], ["destroy"], ["outputs"]):
+    for command in (["preview"], ["destroy"], ["outputs"]):
         done = subprocess.run(
             [*INVOKE, *command], cwd=PROJECT_DIR, env=env, capture_output=True, text=True
         )
         assert done.returncode != 0
         assert done.stderr.strip().count("\n") == 0, done.stderr
         assert "Pulumi CLI is not installed" in done.stderr
+    # `up` runs its preflight first: one line per failed check, the missing CLI among them
+    done = subprocess.run(
+        [*INVOKE, "up", "--yes"], cwd=PROJECT_DIR, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    failed = [line for line in done.stderr.splitlines() if line.strip().startswith("FAIL")]
+    assert any("Pulumi CLI is not installed" in line for line in failed), done.stderr
 
 
 def test_run_tasks_take_their_flags_from_the_option_specs() -> None:
