@@ -190,11 +190,13 @@ def test(c: Context, quick: bool = False) -> None:
 def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
     """Run the DOLL experiment (local Ray by default, --address or --stack); draws figures."""
     from launch.doll import run_doll as run
+    from launch.port_forward import SecretUnreadable
     from launch.ray_jobs import JobFailed
     from launch.tunnel import TunnelFailed
 
     failures: tuple[type[Exception], ...] = (
-        ValueError, TunnelFailed, JobFailed, pulumi_cli.PulumiError, *_aws_errors()
+        ValueError, TunnelFailed, JobFailed, SecretUnreadable, pulumi_cli.PulumiError,
+        *_aws_errors(),
     )
     try:
         folder = run(options, target)

@@ -312,8 +312,8 @@ class Supervisor:
             if node.spec.slot is not None:
                 self._vacate(node, killed_at)
 
-    def _watch_node(self, node: Node, infos: dict[int | str, dict[str, Any]],
-                    draining: dict[str, int], now: float) -> None:
+    def _watch_node(self, node: Node, infos: dict[int, dict[str, Any]], draining: dict[str, int],
+                    now: float) -> None:
         if node.notice_at is not None and node.drain_seen_at is None and node.ray_id in draining:
             node.drain_seen_at = now
             self._event("draining", node, ray_deadline=draining[node.ray_id or ""] / 1000)
@@ -323,7 +323,7 @@ class Supervisor:
                         expected=node.notice_at is not None)
             if node.notice_at is None and node.spec.slot is not None:
                 self._vacate(node, now)  # a spot node that died by itself is replaced too
-        info = infos.get(node.ray_id) if node.ray_id else None
+        info = infos.get(node.ports.node_manager)
         if node.ray_id and node.dead_at is None and info is not None and not info["Alive"]:
             node.dead_at = now
             self._event("dead", node)
@@ -335,7 +335,7 @@ class Supervisor:
         replaced = node.replaces if node.ray_id is None and node.replaces else node.spec.name
         self.vacant.setdefault(node.spec.slot, (now, replaced))
 
-    def _watch_joins(self, infos: dict[int | str, dict[str, Any]], *, record: bool) -> None:
+    def _watch_joins(self, infos: dict[int, dict[str, Any]], *, record: bool) -> None:
         for node in self.nodes.values():
             info = infos.get(node.ports.node_manager)
             if node.ray_id is None and info is not None and info["Alive"]:
@@ -358,14 +358,8 @@ class Supervisor:
 
     # --- Ray's view, interrupt requests, records ---------------------------------------------
 
-    def _ray_nodes(self) -> dict[int | str, dict[str, Any]]:
-        """Ray's node table by node manager port (a port freed by a killed node can be
-        reused by its replacement, so the live node wins) and by node id."""
-        table = self.gcs.node_table()
-        by_port: dict[int | str, dict[str, Any]] = {}
-        for info in sorted(table, key=lambda info: bool(info["Alive"])):
-            by_port[int(info["NodeManagerPort"])] = info
-        return {**by_port, **{str(info["NodeID"]): info for info in table}}
+    def _ray_nodes(self) -> dict[int, dict[str, Any]]:
+        return {int(info["NodeManagerPort"]): info for info in self.gcs.node_table()}
 
     def _draining(self) -> dict[str, int]:
         draining: dict[str, int] = self.gcs.get_draining_nodes()

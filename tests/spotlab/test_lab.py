@@ -103,7 +103,8 @@ def preemption(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     wait_until(lambda: [e for e in lab.events() if e["event"] == "join" and e.get("replaces")], 30,
                "the replacement's join event")
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    return {"driver": json.loads(stdout.strip().splitlines()[-1]), "task": rows,
+    driver_result = next(line for line in reversed(stdout.splitlines()) if line.startswith("{"))
+    return {"driver": json.loads(driver_result), "task": rows,
             "events": lab.events(), "nodes": lab.nodes()}
 
 
@@ -111,12 +112,19 @@ def first(events: list[dict[str, Any]], kind: str, node: str) -> dict[str, Any]:
     return next(e for e in events if e["event"] == kind and e["node"] == node)
 
 
+def died_at(events: list[dict[str, Any]], node: str) -> float:
+    """When the node died: Ray listing it dead, or its `ray start` process exiting, whichever
+    the supervisor saw first (on a loaded machine its poll of Ray's node table can miss the
+    dead entry before the replacement joins)."""
+    return min(e["t"] for e in events if e["event"] in ("dead", "exit") and e["node"] == node)
+
+
 def test_task_sees_notice_and_drain_before_its_node_dies(preemption: dict[str, Any]) -> None:
     task, events = preemption["task"], preemption["events"]
     spot0 = {n["name"]: n for n in preemption["nodes"]}["spot-0"]  # its last start
     assert task[0]["endpoint"] == spot0["notice_endpoint"]  # the node's own endpoint
     assert task[0]["node"] == first(events, "notice", "spot-0")["ray_node_id"]
-    dead = first(events, "dead", "spot-0")["t"]
+    dead = died_at(events, "spot-0")
     seen_notice = next(r for r in task[1:] if r["notice"])
     seen_draining = next(r for r in task[1:] if r["draining"])
     assert seen_notice["t"] < dead and seen_draining["t"] < dead
@@ -131,9 +139,9 @@ def test_task_sees_notice_and_drain_before_its_node_dies(preemption: dict[str, A
 def test_notice_to_death_is_the_warning(preemption: dict[str, Any]) -> None:
     events = preemption["events"]
     notice = first(events, "notice", "spot-0")
-    dead = first(events, "dead", "spot-0")
+    dead = died_at(events, "spot-0")
     kill = first(events, "kill", "spot-0")
-    assert dead["t"] - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
+    assert dead - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
     assert kill["t"] - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
 
 
