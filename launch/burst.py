@@ -15,12 +15,13 @@ import procs
 from launch import pulumi_cli
 from launch.netem_aws import NodeStatus, format_statuses, netem_on_stack
 from launch.options import BurstLabOptions
+from launch.ssm import read_secure_parameter
 from launch.ssm_tunnel import ssm_port_forward
 from launch.targets import Remote, run_remote
 from launch.workload import WorkloadRun, workload_run
 from netem.lab import LabDescription, require_lab_support, two_site_lab
 from netem.profile import Profile, load_profile
-from stacks.outputs import read_burst_outputs
+from stacks.outputs import BURST_TOKEN_PARAMETER, StackOutputsError, read_burst_outputs
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, site_of
 from vocab.ports import DASHBOARD_PORT
 from workloads.burst.figures import draw, draw_sweep
@@ -205,21 +206,31 @@ def run_on_stack(
     ssm: Any = None,
 ) -> None:
     """Shape the burst nodes via SSM, submit through an SSM tunnel to the login node's
-    dashboard, bring the results back through the bucket, then reset the shaping."""
+    dashboard with the cluster's token (its SSM SecureString), bring the results back
+    through the bucket, then reset the shaping."""
     outputs = outputs if outputs is not None else pulumi_cli.stack_outputs(stack)
     burst = read_burst_outputs(outputs, stack)
+    if burst.token_parameter is None:
+        raise StackOutputsError(f"stack {stack!r} has no output {BURST_TOKEN_PARAMETER}; "
+                                "redeploy it: the burst cluster runs with token auth")
+    if ssm is None:
+        import boto3
+
+        ssm = boto3.client("ssm", region_name=burst.region)
     statuses = netem_on_stack(stack, profile, outputs=outputs, ssm=ssm)
     show(format_statuses(statuses))
     try:
         if not all(status.ok for status in statuses):
             raise RuntimeError("shaping the burst nodes failed (see above); nothing was run")
         run = stack_run(options, profile, burst.bucket_name, shaped_rate(statuses))
+        token = read_secure_parameter(ssm, burst.token_parameter)
         with ssm_port_forward(burst.login_instance, DASHBOARD_PORT, burst.region) as port:
             remote = Remote(
                 address=f"http://127.0.0.1:{port}",
                 label=f"stack:{stack}",
                 bucket=burst.bucket_name,
                 region=burst.region,
+                token=token,
             )
             run_remote(run, remote, local_out, show)
         write_shaping(local_out, stack_shaping(stack, statuses))

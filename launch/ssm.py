@@ -72,6 +72,21 @@ def run_script(
     return results
 
 
+class ParameterUnreadable(RuntimeError):
+    """An SSM parameter the run needs could not be read."""
+
+
+def read_secure_parameter(ssm: Any, name: str) -> str:
+    """A SecureString parameter's value, decrypted; kept in memory by the caller."""
+    try:
+        answer = ssm.get_parameter(Name=name, WithDecryption=True)
+    except ClientError as error:
+        raise ParameterUnreadable(
+            f"cannot read SSM parameter {name}: {error.response['Error'].get('Message', error)}"
+        ) from None
+    return str(answer["Parameter"]["Value"])
+
+
 def _invocation(ssm: Any, command_id: str, instance_id: str) -> InvocationResult | None:
     """The finished invocation on one instance, or None while it is pending or running."""
     try:

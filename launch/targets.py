@@ -18,7 +18,7 @@ from launch.ray_jobs import run_job
 from launch.requirements import pinned_requirements
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
-from stacks.outputs import read_ray_cluster_outputs, token_secret
+from stacks.outputs import read_ray_cluster_outputs
 from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
@@ -117,14 +117,8 @@ def stack_remote(stack: str, experiment: str) -> Iterator[Remote]:
     in a private temporary file for the run only."""
     outputs: dict[str, Any] = pulumi_cli.stack_outputs(stack, show_secrets=True)
     cluster = read_ray_cluster_outputs(outputs, stack, experiment)
-    secret = outputs.get(token_secret(experiment))
-    if not secret:
-        raise TargetError(
-            f"stack {stack!r} has no output {token_secret(experiment)}; "
-            f"is {experiment} deployed with token auth?"
-        )
     with private_file(cluster.kubeconfig, ".kubeconfig") as config_file:
-        token = read_secret(config_file, cluster.namespace, str(secret), TOKEN_KEY)
+        token = read_secret(config_file, cluster.namespace, cluster.token_secret, TOKEN_KEY)
         with port_forward(
             config_file, cluster.namespace, cluster.head_service, DASHBOARD_PORT
         ) as local_port:

@@ -82,6 +82,8 @@ class RayClusterOutputs:
     """The cluster's kubeconfig as JSON text (a secret)."""
     namespace: str
     head_service: str
+    token_secret: str
+    """Kubernetes Secret (in `namespace`) whose key `auth_token` holds the Ray token."""
     bucket_name: str
     region: str
 
@@ -93,6 +95,9 @@ class BurstOutputs:
     site_cidrs: dict[str, str]
     bucket_name: str
     region: str
+    token_parameter: str | None
+    """SSM SecureString parameter holding the burst cluster's Ray token (needed to submit
+    a run, not to shape the nodes)."""
 
     @property
     def login_instance(self) -> str:
@@ -103,8 +108,9 @@ def read_ray_cluster_outputs(outputs: Outputs, stack: str, experiment: str) -> R
     """The outputs a run of `experiment` on its RayCluster needs (read with secrets shown,
     for the kubeconfig)."""
     _require(outputs, stack, (kubeconfig(experiment), namespace(experiment),
-                              head_service(experiment), BUCKET_NAME, REGION),
-             f"is {experiment} enabled and deployed?")
+                              head_service(experiment), token_secret(experiment),
+                              BUCKET_NAME, REGION),
+             f"is {experiment} enabled and deployed (with token auth)?")
     config = outputs[kubeconfig(experiment)]
     if isinstance(config, dict):
         config = json.dumps(config)
@@ -112,6 +118,7 @@ def read_ray_cluster_outputs(outputs: Outputs, stack: str, experiment: str) -> R
         kubeconfig=_text(outputs, kubeconfig(experiment), config),
         namespace=_text(outputs, namespace(experiment)),
         head_service=_text(outputs, head_service(experiment)),
+        token_secret=_text(outputs, token_secret(experiment)),
         bucket_name=_text(outputs, BUCKET_NAME),
         region=_text(outputs, REGION),
     )
@@ -126,6 +133,8 @@ def read_burst_outputs(outputs: Outputs, stack: str) -> BurstOutputs:
         site_cidrs=parse_burst_site_cidrs(outputs[BURST_SITE_CIDRS]),
         bucket_name=_text(outputs, BUCKET_NAME),
         region=_text(outputs, REGION),
+        token_parameter=(_text(outputs, BURST_TOKEN_PARAMETER)
+                         if outputs.get(BURST_TOKEN_PARAMETER) is not None else None),
     )
 
 

@@ -57,6 +57,15 @@ def expect_script(stubber: Stubber, command_id: str, instance_ids: list[str], li
         expect_result(stubber, command_id, instance_id, stdout=stdout)
 
 
+def expect_secure_parameter(stubber: Stubber, name: str, value: str) -> None:
+    """One decrypted read of the SecureString `name`."""
+    stubber.add_response(
+        "get_parameter",
+        {"Parameter": {"Name": name, "Type": "SecureString", "Value": value, "Version": 1}},
+        {"Name": name, "WithDecryption": True},
+    )
+
+
 def discovery_lines(peer_probe_ip: str) -> list[str]:
     """The discovery script for a peer site whose first host is `peer_probe_ip`, by hand."""
     return [

@@ -23,6 +23,7 @@ from tests.helpers.ssm_stub import (
     discovery_lines,
     expect_result,
     expect_script,
+    expect_secure_parameter,
     expect_send,
     stubbed_ssm,
 )
@@ -33,6 +34,7 @@ from workloads.burst.options import BurstOptions
 OUTPUTS = dev_stack_outputs()
 LOGIN, HPC, CLOUD = (OUTPUTS["burstInstanceIds"][role][0] for role in ("login", "hpc", "cloud"))
 BUCKET = OUTPUTS["bucketName"]
+BURST_TOKEN = "a" * 64
 RESET_LINES = ["tc qdisc del dev eth0 root 2>/dev/null || true"]
 
 
@@ -130,9 +132,11 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
         env: dict[str, str],
         show: Any,
         requirements: list[str] | None = None,
+        token: str | None = None,
     ) -> str:
         submitted.update(
             address=address,
+            token=token,
             requirements=requirements,
             command=command,
             files=sorted(p.name for p in folder.rglob("*.json")),
@@ -150,12 +154,14 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     out = tmp_path / "out"
     with stubbed_ssm() as (ssm, stubber), mock_aws():
-        # in this order, or the stubber fails: discover, shape, (the run), discover, reset
+        # in this order, or the stubber fails: discover, shape, the token, (the run),
+        # discover, reset
         expect_discovery(stubber, "apply")
         expect_script(stubber, "apply-onprem", [LOGIN, HPC], apply_lines("10.1.0.0/16"),
                       "spotburst netem apply onprem")
         expect_script(stubber, "apply-cloud", [CLOUD], apply_lines("10.0.0.0/16"),
                       "spotburst netem apply cloud")
+        expect_secure_parameter(stubber, OUTPUTS["burstTokenParameter"], BURST_TOKEN)
         expect_reset_of_every_node(stubber)
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
         burst.run_on_stack(
@@ -174,6 +180,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     assert aws.terminated() == 1  # the session ended with the run
     port = session[session.index("--parameters") + 1].split("localPortNumber=")[1]
     assert submitted["address"] == f"http://127.0.0.1:{port}"
+    assert submitted["token"] == BURST_TOKEN  # the cluster's own token, read decrypted
     assert submitted["requirements"]  # the workload's imports, pinned, reach the burst cluster
     assert all("==" in pin and not pin.startswith("ray==") for pin in submitted["requirements"])
     command = submitted["command"]

@@ -151,7 +151,8 @@ def test_missing_outputs_are_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     )
     with pytest.raises(StackOutputsError) as error:
         run_workload(DOLL, stack="dev", out=tmp_path / "r")
-    assert "dollKubeconfig, dollNamespace, dollHeadService, bucketName" in str(error.value)
+    expected = "dollKubeconfig, dollNamespace, dollHeadService, dollTokenSecret, bucketName"
+    assert expected in str(error.value)
     assert "found: region" in str(error.value)
 
 
@@ -162,8 +163,9 @@ def test_a_missing_token_secret_output_is_named(
     monkeypatch.setattr(
         targets.pulumi_cli, "stack_outputs", lambda stack, show_secrets=False: outputs
     )
-    with pytest.raises(TargetError, match="no output dollTokenSecret"):
+    with pytest.raises(StackOutputsError, match="no output dollTokenSecret") as error:
         run_workload(DOLL, stack="dev", out=tmp_path / "r")
+    assert "token auth" in str(error.value)
 
 
 def test_a_failed_forward_reports_kubectl_and_cleans_up(

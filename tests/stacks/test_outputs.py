@@ -20,11 +20,13 @@ BURST = {
     "burstSiteCidrs": {"onprem": "10.0.0.0/16", "cloud": "10.1.0.0/16"},
     "bucketName": "b",
     "region": "eu-west-1",
+    "burstTokenParameter": "/sb-dev/burst/ray-token",
 }
 DOLL = {
     "dollKubeconfig": {"apiVersion": "v1"},
     "dollNamespace": "doll",
     "dollHeadService": "doll-head-svc",
+    "dollTokenSecret": "doll-ray-token",
     "bucketName": "b",
     "region": "ca-central-1",
 }
@@ -36,6 +38,7 @@ def test_burst_outputs_read_typed() -> None:
     assert burst.instance_ids == {"login": ("i-1",), "hpc": ("i-2", "i-3"), "cloud": ("i-4",)}
     assert burst.site_cidrs == {"onprem": "10.0.0.0/16", "cloud": "10.1.0.0/16"}
     assert (burst.bucket_name, burst.region) == ("b", "eu-west-1")
+    assert burst.token_parameter == "/sb-dev/burst/ray-token"
 
 
 def test_doll_kubeconfig_comes_back_as_json_text() -> None:
@@ -43,6 +46,7 @@ def test_doll_kubeconfig_comes_back_as_json_text() -> None:
     assert doll.kubeconfig == '{"apiVersion": "v1"}'
     assert (doll.namespace, doll.head_service, doll.region) == ("doll", "doll-head-svc",
                                                                 "ca-central-1")
+    assert doll.token_secret == "doll-ray-token"
 
 
 @pytest.mark.parametrize(
@@ -77,9 +81,9 @@ def test_missing_or_malformed_burst_outputs_are_named(outputs: Any, message: str
 def test_missing_doll_outputs_are_named_with_what_was_found() -> None:
     with pytest.raises(StackOutputsError) as error:
         read_ray_cluster_outputs({"region": "us-east-1"}, "dev", "doll")
-    assert "no output dollKubeconfig, dollNamespace, dollHeadService, bucketName" in str(
-        error.value
-    )
+    expected = ("no output dollKubeconfig, dollNamespace, dollHeadService, dollTokenSecret, "
+                "bucketName")
+    assert expected in str(error.value)
     assert "(found: region)" in str(error.value)
 
 
