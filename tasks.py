@@ -24,6 +24,7 @@ from launch.options import (
     BurstSweepTarget,
     TargetOptions,
 )
+from spotlab.options import LAB_SPEC, SpotLabOptions
 from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.options import OptionError, OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
@@ -412,25 +413,7 @@ def _report_leftovers(stack: str, endpoint_url: str | None) -> None:
 
 # --- the local spot lab (spot nodes that get a notice, drain, die and are replaced) ---------
 
-SPOT_LAB_HELP = {
-    "spot": "Spot worker nodes (0-16), preempted by the chosen model",
-    "on_demand": "On-demand worker nodes (0-16), never preempted",
-    "learner": "Learner nodes (0-16): on-demand, with the `learner` resource",
-    "cpus_per_node": "CPUs each worker node offers to Ray (1-64)",
-    "head_cpus": "CPUs the head offers to Ray (default 0: no work on the head)",
-    "alpha": "Markov model: availability α in (0, 1]; 1 = never preempted",
-    "refresh": "Markov model: seconds between chain steps (the paper's 2 s / 20)",
-    "trace": "Price model: a describe-spot-price-history JSON file (needs --bid)",
-    "bid": "Price model: $/h; every spot node is preempted while the price is above it",
-    "zone": "Price trace: availability zone to replay",
-    "product": "Price trace: ProductDescription to replay",
-    "trace_compression": "Price trace: trace seconds per lab second (the paper's 2000)",
-    "warning": "Seconds from the notice to the kill (AWS's 120 s / 20)",
-    "replace_delay": "Seconds from a kill until capacity may bring a replacement node",
-    "on_demand_price": "$/h of an on-demand node, for the lab's bill",
-    "seed": "Seed of the preemption chains",
-    "lab": "Spot lab id (needed only when several spot labs are up)",
-}
+LAB_ID_HELP = "Spot lab id (needed only when several spot labs are up)"
 
 
 def _spot_lab_errors() -> tuple[type[Exception], ...]:
@@ -439,57 +422,16 @@ def _spot_lab_errors() -> tuple[type[Exception], ...]:
     return (SpotLabConfigError, SpotLabNotFound, ValueError)
 
 
-def _int_flag(name: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise Exit(f"error: --{name}: {value!r} is not an integer", code=2) from None
-
-
-def _float_flag(name: str, value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise Exit(f"error: --{name}: {value!r} is not a number", code=2) from None
-
-
-@task(auto_shortflags=False, help={k: SPOT_LAB_HELP[k] for k in (
-    "spot", "on_demand", "learner", "cpus_per_node", "head_cpus", "alpha", "refresh", "trace",
-    "bid", "zone", "product", "trace_compression", "warning", "replace_delay",
-    "on_demand_price", "seed")})
-def spot_lab_up(c: Context, spot: str = "3", on_demand: str = "1", learner: str = "0",
-                cpus_per_node: str = "1", head_cpus: str = "0", alpha: str = "0.9",
-                refresh: str = "0.1", trace: str | None = None, bid: str | None = None,
-                zone: str = "ca-central-1b", product: str = "SUSE Linux",
-                trace_compression: str = "2000", warning: str = "6",
-                replace_delay: str = "3", on_demand_price: str = "0.286",
-                seed: str = "0") -> None:
+@options_task(LAB_SPEC)
+def spot_lab_up(c: Context, lab_options: SpotLabOptions) -> None:
     """Start a local spot lab and leave it running (its supervisor preempts spot nodes)."""
     import json
 
     from procs import ProcessNotReady
-    from spotlab import SpotLabConfig, start_lab
+    from spotlab import start_lab
 
     try:
-        config = SpotLabConfig(
-            spot=_int_flag("spot", spot),
-            on_demand=_int_flag("on-demand", on_demand),
-            learner=_int_flag("learner", learner),
-            cpus_per_node=_int_flag("cpus-per-node", cpus_per_node),
-            head_cpus=_int_flag("head-cpus", head_cpus),
-            alpha=_float_flag("alpha", alpha),
-            refresh_s=_float_flag("refresh", refresh),
-            trace=trace,
-            bid=None if bid is None else _float_flag("bid", bid),
-            zone=zone,
-            product=product,
-            trace_compression=_float_flag("trace-compression", trace_compression),
-            warning_s=_float_flag("warning", warning),
-            replace_delay_s=_float_flag("replace-delay", replace_delay),
-            on_demand_price=_float_flag("on-demand-price", on_demand_price),
-            seed=_int_flag("seed", seed),
-        )
-        lab = start_lab(config)
+        lab = start_lab(lab_options.config())
     except _spot_lab_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
     except ProcessNotReady as error:  # removed again; the message ends with the log's tail
@@ -503,7 +445,7 @@ def spot_lab_up(c: Context, spot: str = "3", on_demand: str = "1", learner: str 
 
 
 @task(auto_shortflags=False,
-      help={"lab": SPOT_LAB_HELP["lab"], "json": "Print the status as JSON"})
+      help={"lab": LAB_ID_HELP, "json": "Print the status as JSON"})
 def spot_lab_status(c: Context, lab: str | None = None, json: bool = False) -> None:
     """Show a spot lab's nodes, its recorded events, measured delays and its bill so far."""
     import json as json_module
@@ -522,7 +464,7 @@ def spot_lab_status(c: Context, lab: str | None = None, json: bool = False) -> N
 
 
 @task(auto_shortflags=False,
-      help={"lab": SPOT_LAB_HELP["lab"],
+      help={"lab": LAB_ID_HELP,
             "save_events": "Copy the lab's events.jsonl here before removing the lab"})
 def spot_lab_down(c: Context, lab: str | None = None, save_events: str | None = None) -> None:
     """Remove a spot lab: its supervisor, nodes, temp dir and state, exactly what it created."""

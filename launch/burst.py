@@ -17,7 +17,7 @@ from launch.netem_aws import NodeStatus, format_statuses, netem_on_stack
 from launch.options import BurstLabOptions
 from launch.ssm import read_secure_parameter
 from launch.ssm_tunnel import ssm_port_forward
-from launch.targets import Remote, run_remote
+from launch.targets import Remote, fresh_results_folder, run_remote
 from launch.workload import WorkloadRun, workload_run
 from netem.lab import LabDescription, require_lab_support, two_site_lab
 from netem.profile import Profile, load_profile
@@ -26,7 +26,7 @@ from vocab.burst import SITE_CLOUD, SITE_ONPREM, site_of
 from vocab.ports import DASHBOARD_PORT
 from workloads.burst.figures import draw, draw_sweep
 from workloads.burst.options import BURST_SPEC, BurstOptions
-from workloads.common.results import default_location, read_json
+from workloads.common.results import read_json
 from workloads.common.storage import LocalStorage
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
@@ -70,9 +70,7 @@ def run_burst(
     """Run the burst workload (lab, or `stack`), draw its figures; returns the folder.
     The options checked themselves when they were made."""
     profile = load_profile(bw=bw)
-    local_out = (out or PROJECT_DIR / default_location("burst")).resolve()
-    if local_out.exists() and any(local_out.iterdir()):
-        raise ValueError(f"--out {local_out} already holds files")
+    local_out = fresh_results_folder(out, "burst")
     if stack:
         run_on_stack(options, profile, local_out, stack, show)
     else:
@@ -249,9 +247,7 @@ def sweep_burst(
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
     if not bandwidths:
         raise ValueError("--bw names no bandwidth")
-    folder = (out or PROJECT_DIR / default_location("burst-sweep")).resolve()
-    if folder.exists() and any(folder.iterdir()):
-        raise ValueError(f"--out {folder} already holds files")
+    folder = fresh_results_folder(out, "burst-sweep")
     runs = []
     for bw in bandwidths:
         load_profile(bw=bw)  # every value is checked before the first lab comes up

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from launch.targets import fresh_results_folder
 from netem.lab import LabDescription, lab_status, start_lab, stop_lab
 from netem.measure import format_table, measure_link
 from netem.profile import load_profile
@@ -31,8 +32,6 @@ def lab_report(lab_id: str | None) -> str:
 def measure(bw: str | None, profile: str | None, out: str,
             seconds: float) -> tuple[dict[str, Any], str]:
     """Measure a fresh lab's link both ways; returns link.json's content and a table."""
-    folder = Path(out)
-    if folder.exists() and any(folder.iterdir()):
-        raise ValueError(f"--out {folder.resolve()} already holds files")
+    folder = fresh_results_folder(Path(out), "netem")
     link = measure_link(load_profile(profile, bw), folder, seconds=seconds)
     return link, format_table(link)

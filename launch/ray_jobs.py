@@ -56,13 +56,14 @@ def run_job(
     show: Callable[[str], None] = print,
     requirements: list[str] | None = None,
     token: str | None = None,
+    python: str = "python",
 ) -> str:
-    """Submit `python <command>` and stream its log until it ends; returns the whole log.
+    """Submit `<python> <command>` and stream its log until it ends; returns the whole log.
     `requirements` (pinned) are pip-installed into the job's environment on the cluster.
     Raises JobFailed (with the log's tail) unless the job succeeded."""
     use_token_auth_if_available()
     client = JobSubmissionClient(address, headers=token_headers(token))
-    entrypoint = shlex.join(["python", *command])
+    entrypoint = shlex.join([python, *command])
     runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
     if requirements:
         runtime_env["pip"] = {"packages": requirements, "pip_check": False}

@@ -4,6 +4,7 @@ a port-forward, results through its bucket). Results always land in the same loc
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,6 +19,8 @@ from launch.ray_jobs import run_job
 from launch.requirements import pinned_requirements
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
+from spotlab.config import SpotLabConfig
+from spotlab.lab import spot_lab
 from stacks.outputs import read_ray_cluster_outputs
 from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
@@ -26,6 +29,7 @@ from workloads.common.storage import LocalStorage, copy_all, open_storage
 from workloads.common.transport import find_in_log
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
+LAB_RECORD = "spotlab"  # <out>/spotlab/{config.json,events.jsonl}: the lab a run had
 TOKEN_KEY = "auth_token"  # the key KubeRay's token Secret holds the Ray token under
 
 
@@ -41,6 +45,9 @@ class Remote:
     region: str | None = None
     s3_endpoint: str | None = None
     token: str | None = field(default=None, repr=False)  # the cluster's Ray token, in memory
+    same_python: bool = False
+    """The cluster runs this very Python environment (a local spot lab): the job runs with
+    this interpreter and installs nothing."""
 
 
 def run_workload(
@@ -49,21 +56,33 @@ def run_workload(
     stack: str | None = None,
     out: Path | None = None,
     show: Callable[[str], None] = print,
+    lab: SpotLabConfig | None = None,
 ) -> Path:
-    """Run the workload on the chosen target; returns the local results folder."""
+    """Run the workload on the chosen target; returns the local results folder. Without
+    `--address`/`--stack`, a spot workload (`lab` given) runs on a new local spot lab, any
+    other in a Ray started here."""
     if address and stack:
         raise TargetError("give --address or --stack, not both")
-    local_out = (out or PROJECT_DIR / default_location(run.name)).resolve()
-    if local_out.exists() and any(local_out.iterdir()):
-        raise TargetError(f"--out {local_out} already holds files")
+    local_out = fresh_results_folder(out, run.name)
     if stack:
         with stack_remote(stack, run.name) as remote:
             run_remote(run, remote, local_out, show)
     elif address:
         run_remote(run, Remote(address=address, label=f"address:{address}"), local_out, show)
+    elif lab is not None:
+        run_on_spot_lab(run, lab, local_out, show)
     else:
         run_local(run, local_out)
     return local_out
+
+
+def fresh_results_folder(out: Path | None, workload: str) -> Path:
+    """`--out` (or a new folder under results/<workload>/), refused if it already holds
+    files: a run never mixes its results with another's."""
+    folder = (out or PROJECT_DIR / default_location(workload)).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        raise TargetError(f"--out {folder} already holds files")
+    return folder
 
 
 def run_local(run: WorkloadRun, local_out: Path) -> None:
@@ -73,6 +92,27 @@ def run_local(run: WorkloadRun, local_out: Path) -> None:
     completed = subprocess.run(command, cwd=PROJECT_DIR, check=False)
     if completed.returncode != 0:
         raise RuntimeError(f"{run.module} exited with status {completed.returncode}")
+
+
+def run_on_spot_lab(
+    run: WorkloadRun, config: SpotLabConfig, local_out: Path, show: Callable[[str], None]
+) -> None:
+    """A new spot lab for this run: the workload is a Ray Job on the lab's dashboard (the
+    same path as --address, with the lab's token), the lab's config and events are kept in
+    `<out>/spotlab/`, and the lab is removed afterwards, also on failure or Ctrl-C."""
+    with spot_lab(config, progress=show) as lab:
+        if lab.dashboard_url is None:
+            raise TargetError("the spot lab runs without a dashboard; jobs need one")
+        remote = Remote(address=lab.dashboard_url, label=f"spotlab:{lab.lab_id}",
+                        token=lab.token(), same_python=True)
+        try:
+            run_remote(run, remote, local_out, show)
+        finally:
+            record = LocalStorage(local_out)
+            record.write_bytes(f"{LAB_RECORD}/config.json",
+                               json.dumps(config.to_dict(), indent=2).encode())
+            if lab.events_path.exists():
+                record.write_bytes(f"{LAB_RECORD}/events.jsonl", lab.events_path.read_bytes())
 
 
 def run_remote(
@@ -94,10 +134,14 @@ def run_remote(
             command.append("--results-to-log")
         elif remote.s3_endpoint:
             command += ["--s3-endpoint", remote.s3_endpoint]
-        requirements = pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES)
+        if remote.same_python:
+            requirements, python = None, sys.executable
+        else:
+            requirements = pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES)
+            python = "python"
         log = run_job(
             remote.address, folder, command, env, show,
-            requirements=requirements, token=remote.token,
+            requirements=requirements, token=remote.token, python=python,
         )
     destination = LocalStorage(local_out)
     if remote.bucket:

@@ -58,6 +58,10 @@ class SpotLab:
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.events_path)
 
+    def token(self) -> str:
+        """The lab's Ray token, for a Jobs client's Authorization header."""
+        return Path(self.driver_env["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+
     def interrupt(self, node: str) -> None:
         """Preempt `node` now (a notice, a drain, a kill at the deadline, a replacement)."""
         interrupt(self.lab_id, node)

@@ -133,10 +133,12 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
         show: Any,
         requirements: list[str] | None = None,
         token: str | None = None,
+        python: str = "python",
     ) -> str:
         submitted.update(
             address=address,
             token=token,
+            python=python,
             requirements=requirements,
             command=command,
             files=sorted(p.name for p in folder.rglob("*.json")),
@@ -181,6 +183,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     port = session[session.index("--parameters") + 1].split("localPortNumber=")[1]
     assert submitted["address"] == f"http://127.0.0.1:{port}"
     assert submitted["token"] == BURST_TOKEN  # the cluster's own token, read decrypted
+    assert submitted["python"] == "python"  # the cluster's own Python, not this machine's
     assert submitted["requirements"]  # the workload's imports, pinned, reach the burst cluster
     assert all("==" in pin and not pin.startswith("ray==") for pin in submitted["requirements"])
     command = submitted["command"]

@@ -98,9 +98,11 @@ def test_the_meter_bills_on_demand_always_and_spot_while_up() -> None:
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("argv, message", [
-    (["spot-lab-up", "--spot", "many"], "error: --spot: 'many' is not an integer"),
-    (["spot-lab-up", "--alpha", "0"], "error: --alpha must be in (0, 1], got 0.0"),
-    (["spot-lab-up", "--warning", "-1"], "error: --warning must be > 0, got -1.0"),
+    (["spot-lab-up", "--spot", "many"],
+     "error: --spot: expected an integer in [0, 16], got 'many'"),
+    (["spot-lab-up", "--alpha", "0"], "error: --alpha: expected a number in (0, 1], got '0'"),
+    (["spot-lab-up", "--warning", "-1"], "error: --warning: expected a number > 0, got '-1'"),
+    (["spot-lab-up", "--bid", "0.1"], "error: --trace: is required with --bid"),
     (["spot-lab-down", "--lab", "nope"], "error: --lab: no spot lab 'nope'"),
 ])
 def test_a_task_given_bad_input_says_which_flag_in_one_line(
@@ -118,3 +120,15 @@ def test_a_task_given_bad_input_says_which_flag_in_one_line(
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert done.stderr.startswith(message)
     assert not list(tmp_path.iterdir())  # nothing half-done
+
+
+def test_lab_options_describe_the_lab_they_start() -> None:
+    from spotlab.options import LAB_SPEC
+
+    options = LAB_SPEC.from_text({"spot": "2", "learner": "1", "warning": "3",
+                                  "lab_seed": "7", "alpha": "0.5"})
+    config = options.config()
+    assert (config.spot, config.on_demand, config.learner) == (2, 1, 1)
+    assert (config.warning_s, config.seed, config.alpha) == (3.0, 7, 0.5)
+    assert config.dashboard  # runs are submitted through the lab's Jobs API
+    assert LAB_SPEC.default().config() == SpotLabConfig()  # one set of defaults

@@ -1,0 +1,101 @@
+"""The spot lab's settings as command-line options, declared once (workloads/common/options.py):
+`invoke spot-lab-up` and every spot workload's run task (`run-elastic`, `run-rl`, `infer-up`)
+take their lab flags from LAB_SPEC, and `SpotLabOptions.config()` is the lab they describe.
+
+Flags are named for the lab (`--spot`, `--warning`, `--lab-seed`), so a workload's own flags
+(`--seed`, `--cpus`) never collide with them; `options_task` refuses specs that share a flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spotlab.config import (
+    DEFAULT_COMPRESSION,
+    MAX_NODES_PER_POOL,
+    MIN_OBJECT_STORE_MB,
+    SpotLabConfig,
+    SpotLabConfigError,
+)
+from vocab.spot import SPOT_WARNING_S
+from workloads.common.options import OptionError, OptionSpec, check_fields, option
+
+_DEFAULTS = SpotLabConfig()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpotLabOptions:
+    """A local spot lab: a head, on-demand, learner and spot worker nodes, and how the spot
+    nodes are preempted (a Markov chain, or a price trace with a bid)."""
+
+    spot: int = option(_DEFAULTS.spot, "spot worker nodes, preempted by the chosen model",
+                       minimum=0, maximum=MAX_NODES_PER_POOL)
+    on_demand: int = option(_DEFAULTS.on_demand, "on-demand worker nodes, never preempted",
+                            minimum=0, maximum=MAX_NODES_PER_POOL)
+    learner: int = option(_DEFAULTS.learner,
+                          "learner nodes: on-demand, with the `learner` resource",
+                          minimum=0, maximum=MAX_NODES_PER_POOL)
+    cpus_per_node: int = option(_DEFAULTS.cpus_per_node, "CPUs each worker node offers to Ray",
+                                minimum=1, maximum=64)
+    head_cpus: int = option(_DEFAULTS.head_cpus,
+                            "CPUs the head offers to Ray (0: no work on the head)",
+                            minimum=0, maximum=64)
+    alpha: float = option(_DEFAULTS.alpha,
+                          "Markov model: spot availability α; 1 = never preempted",
+                          above=0.0, maximum=1.0)
+    refresh: float = option(_DEFAULTS.refresh_s,
+                            f"Markov model: seconds between chain steps (the paper's 2 s / "
+                            f"{DEFAULT_COMPRESSION:g})", above=0.0)
+    trace: str | None = option(None, "price model: a describe-spot-price-history JSON file "
+                                     "(needs --bid)")
+    bid: float | None = option(None, "price model: $/h; a spot node is preempted while the "
+                                     "price is above it", above=0.0)
+    zone: str = option(_DEFAULTS.zone, "price trace: availability zone to replay")
+    product: str = option(_DEFAULTS.product, "price trace: ProductDescription to replay")
+    trace_compression: float = option(_DEFAULTS.trace_compression,
+                                      "price trace: trace seconds per lab second", above=0.0)
+    warning: float = option(_DEFAULTS.warning_s,
+                            f"seconds from a notice to the kill (AWS's {SPOT_WARNING_S:g} s / "
+                            f"{DEFAULT_COMPRESSION:g})", above=0.0)
+    replace_delay: float = option(_DEFAULTS.replace_delay_s,
+                                  "seconds from a kill until a replacement node may start",
+                                  minimum=0.0)
+    on_demand_price: float = option(_DEFAULTS.on_demand_price,
+                                    "$/h of an on-demand node, for the lab's bill", minimum=0.0)
+    lab_seed: int = option(_DEFAULTS.seed, "seed of the lab's preemption chains")
+    object_store_mb: int = option(_DEFAULTS.object_store_mb, "object store of each node (MB)",
+                                  minimum=MIN_OBJECT_STORE_MB)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        self.config()  # rules across fields (--trace needs --bid, a readable trace)
+
+    def config(self, *, dashboard: bool = True) -> SpotLabConfig:
+        """The lab these options describe (its dashboard on: runs go through its Jobs API)."""
+        try:
+            return SpotLabConfig(
+                spot=self.spot,
+                on_demand=self.on_demand,
+                learner=self.learner,
+                cpus_per_node=self.cpus_per_node,
+                head_cpus=self.head_cpus,
+                alpha=self.alpha,
+                refresh_s=self.refresh,
+                trace=self.trace,
+                bid=self.bid,
+                zone=self.zone,
+                product=self.product,
+                trace_compression=self.trace_compression,
+                warning_s=self.warning,
+                replace_delay_s=self.replace_delay,
+                on_demand_price=self.on_demand_price,
+                seed=self.lab_seed,
+                object_store_mb=self.object_store_mb,
+                dashboard=dashboard,
+            )
+        except SpotLabConfigError as error:
+            flag, _, problem = str(error).partition(" ")
+            raise OptionError(flag if flag.startswith("--") else "--spot", problem) from None
+
+
+LAB_SPEC = OptionSpec(SpotLabOptions)
