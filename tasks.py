@@ -181,7 +181,7 @@ def test(c: Context, quick: bool = False) -> None:
         c.run(f"{python} -m pytest -m 'not ({' or '.join(_ci_only_markers())})'", echo=True)
         return
     c.run(f"{python} -m mypy", echo=True)
-    c.run(f"{python} -m pytest", echo=True)
+    c.run(f"{python} -m pytest --durations=30", echo=True)  # the slowest, for the budget
 
 
 # --- DOLL ---------------------------------------------------------------------------------
