@@ -105,6 +105,28 @@ def ray_node_argv(spec: NodeSpec, ports: RayPorts, *, head_address: str, temp_di
     ]
 
 
+@dataclass(frozen=True)
+class RayNodes:
+    """Ray's node table as the supervisor reads it: a node joins when an alive entry has its
+    node-manager port; it is dead when the entry with its node id says so. A replacement may
+    reuse a dead node's port, so a port never tells whose death an entry reports."""
+
+    alive_by_port: dict[int, dict[str, Any]]
+    alive_by_id: dict[str, bool]
+
+    @classmethod
+    def of(cls, table: list[dict[str, Any]]) -> RayNodes:
+        return cls(
+            alive_by_port={int(info["NodeManagerPort"]): info for info in table if info["Alive"]},
+            alive_by_id={str(info["NodeID"]): bool(info["Alive"]) for info in table},
+        )
+
+    def dead(self, ray_id: str) -> bool:
+        """Listed dead (a node missing from the table counts as alive: the table keeps dead
+        nodes, and one read may be incomplete)."""
+        return self.alive_by_id.get(ray_id) is False
+
+
 @dataclass
 class Node:
     spec: NodeSpec
@@ -312,7 +334,7 @@ class Supervisor:
             if node.spec.slot is not None:
                 self._vacate(node, killed_at)
 
-    def _watch_node(self, node: Node, infos: dict[int, dict[str, Any]], draining: dict[str, int],
+    def _watch_node(self, node: Node, infos: RayNodes, draining: dict[str, int],
                     now: float) -> None:
         if node.notice_at is not None and node.drain_seen_at is None and node.ray_id in draining:
             node.drain_seen_at = now
@@ -323,8 +345,7 @@ class Supervisor:
                         expected=node.notice_at is not None)
             if node.notice_at is None and node.spec.slot is not None:
                 self._vacate(node, now)  # a spot node that died by itself is replaced too
-        info = infos.get(node.ports.node_manager)
-        if node.ray_id and node.dead_at is None and info is not None and not info["Alive"]:
+        if node.ray_id and node.dead_at is None and infos.dead(node.ray_id):
             node.dead_at = now
             self._event("dead", node)
 
@@ -335,10 +356,10 @@ class Supervisor:
         replaced = node.replaces if node.ray_id is None and node.replaces else node.spec.name
         self.vacant.setdefault(node.spec.slot, (now, replaced))
 
-    def _watch_joins(self, infos: dict[int, dict[str, Any]], *, record: bool) -> None:
+    def _watch_joins(self, infos: RayNodes, *, record: bool) -> None:
         for node in self.nodes.values():
-            info = infos.get(node.ports.node_manager)
-            if node.ray_id is None and info is not None and info["Alive"]:
+            info = infos.alive_by_port.get(node.ports.node_manager)
+            if node.ray_id is None and info is not None:
                 node.ray_id = info["NodeID"]
                 node.joined_at = time.time()
                 if record:
@@ -358,8 +379,8 @@ class Supervisor:
 
     # --- Ray's view, interrupt requests, records ---------------------------------------------
 
-    def _ray_nodes(self) -> dict[int, dict[str, Any]]:
-        return {int(info["NodeManagerPort"]): info for info in self.gcs.node_table()}
+    def _ray_nodes(self) -> RayNodes:
+        return RayNodes.of(self.gcs.node_table())
 
     def _draining(self) -> dict[str, int]:
         draining: dict[str, int] = self.gcs.get_draining_nodes()

@@ -132,3 +132,18 @@ def test_lab_options_describe_the_lab_they_start() -> None:
     assert (config.warning_s, config.seed, config.alpha) == (3.0, 7, 0.5)
     assert config.dashboard  # runs are submitted through the lab's Jobs API
     assert LAB_SPEC.default().config() == SpotLabConfig()  # one set of defaults
+
+
+def test_a_replacement_on_a_dead_nodes_port_neither_hides_the_death_nor_joins_as_it() -> None:
+    from spotlab.supervisor import RayNodes
+
+    table = [
+        {"NodeID": "old", "NodeManagerPort": 5100, "Alive": False},
+        {"NodeID": "new", "NodeManagerPort": 5100, "Alive": True},
+        {"NodeID": "od", "NodeManagerPort": 5200, "Alive": True},
+    ]
+    for order in (table, table[::-1]):
+        nodes = RayNodes.of(order)
+        assert nodes.dead("old") and not nodes.dead("new") and not nodes.dead("od")
+        assert nodes.alive_by_port[5100]["NodeID"] == "new"
+        assert not nodes.dead("never-listed")  # one incomplete read kills nobody
