@@ -477,3 +477,143 @@ def spot_lab_down(c: Context, lab: str | None = None, save_events: str | None = 
     except _spot_lab_errors() as error:
         raise Exit(f"error: {error}", code=2) from None
     print("\n".join(f"removed {item}" for item in removed))
+
+
+# --- the inference cluster (seed 002): a service on Ray and its commands --------------------
+
+from launch.inference import INFER_TARGET_SPEC, InferTargetOptions  # noqa: E402
+from workloads.inference.options import (  # noqa: E402
+    JOB_SPEC,
+    SERVICE_SPEC,
+    ServiceOptions,
+)
+
+JOB_NAME_HELP = "Job name"
+
+
+def _inference_errors() -> tuple[type[Exception], ...]:
+    from procs import ProcessNotReady
+    from spotlab import SpotLabConfigError, SpotLabNotFound
+    from workloads.inference.service import ServiceError
+
+    return (ServiceError, SpotLabConfigError, SpotLabNotFound, ProcessNotReady,
+            ConnectionError, *_aws_errors())
+
+
+def _inference(action: Callable[[], Any]) -> Any:
+    try:
+        return action()
+    except _inference_errors() as error:
+        raise _fail(error) from None
+
+
+@options_task(SERVICE_SPEC, INFER_TARGET_SPEC)
+def infer_up(c: Context, options: ServiceOptions, target: InferTargetOptions) -> None:
+    """Bring the inference service up (a coordinator and --workers workers) on a new local
+    spot lab, or on the Ray cluster at --address; it runs until infer-down."""
+    from launch.inference import infer_up as up
+
+    record = _inference(lambda: up(options, address=target.address, stack=target.stack))
+    where = f"spot lab {record.lab_id}" if record.lab_id else record.ray_address
+    print(f"inference service up on {where}; file store {record.store}")
+
+
+@task
+def infer_down(c: Context) -> None:
+    """Stop the inference service (workers, coordinator) and the spot lab infer-up started."""
+    from launch.inference import infer_down as down
+
+    print("\n".join(_inference(down)))
+
+
+@task(help={"local": "Local file to upload", "name": "Name in the store"})
+def files_put(c: Context, local: str, name: str) -> None:
+    """Put a local file into the service's file store as NAME."""
+    from pathlib import Path
+
+    from launch.inference import files_put as put
+
+    print(_inference(lambda: put(Path(local), name)))
+
+
+@task(help={"name": "Name in the store", "local": "Local file to write"})
+def files_get(c: Context, name: str, local: str) -> None:
+    """Get file NAME from the service's file store into LOCAL."""
+    from pathlib import Path
+
+    from launch.inference import files_get as get
+
+    print(_inference(lambda: get(name, Path(local))))
+
+
+@task
+def files_ls(c: Context) -> None:
+    """List the files in the service's file store."""
+    from launch.inference import files_ls as ls
+
+    print("\n".join(_inference(ls)) or "(no files)")
+
+
+@task
+def members(c: Context) -> None:
+    """The service's Ray nodes and workers, with their state."""
+    from launch.inference import command, format_members
+
+    print(format_members(_inference(lambda: command("members"))))
+
+
+@task(auto_shortflags=False,
+      help={"name": JOB_NAME_HELP, **{d: h for d, _, h in JOB_SPEC.task_flags()}})
+def job_add(c: Context, name: str, model: str | None = None, testset: str | None = None,
+            labels: str | None = None, batch_size: str | None = None) -> None:
+    """Add an inference job: a model, a test set and its labels from the store, split into
+    sub-jobs of --batch-size queries; it stays idle until job-start."""
+    from launch.inference import job_add as add
+
+    try:
+        job = JOB_SPEC.from_text({"model": model, "testset": testset, "labels": labels,
+                                  "batch_size": batch_size})
+        job.files()
+    except OptionError as error:
+        raise Exit(f"error: {error}", code=2) from None
+    answer = _inference(lambda: add(name, job))
+    print(f"job {name} added: {answer['queries']} queries in {answer['sub_jobs']} sub-jobs")
+
+
+@task(help={"name": JOB_NAME_HELP})
+def job_start(c: Context, name: str) -> None:
+    """Start (or resume) a job."""
+    from launch.inference import command
+
+    answer = _inference(lambda: command("job_start", name))
+    print(f"job {name} running: {answer['remaining_sub_jobs']} sub-jobs to go")
+
+
+@task(help={"name": JOB_NAME_HELP})
+def job_stop(c: Context, name: str) -> None:
+    """Stop a running job: it returns to idle, and job-start goes on where it stopped."""
+    from launch.inference import command
+
+    answer = _inference(lambda: command("job_stop", name))
+    print(f"job {name} stopped (idle, {answer['done_sub_jobs']} sub-jobs done)")
+
+
+@task(help={"name": JOB_NAME_HELP})
+def job_remove(c: Context, name: str) -> None:
+    """Remove a job that is not running (its results stay in the store)."""
+    from launch.inference import command
+
+    _inference(lambda: command("job_remove", name))
+    print(f"job {name} removed")
+
+
+@task(help={"name": "Job name (default: every job)", "json": "Print the status as JSON"})
+def job_status(c: Context, name: str | None = None, json: bool = False) -> None:
+    """Jobs' state, query rate (window), processed count, latency mean/std/median/p90/p95/p99,
+    assigned workers, progress and accuracy."""
+    import json as json_module
+
+    from launch.inference import command, format_status
+
+    answer = _inference(lambda: command("job_status", name) if name else command("job_status"))
+    print(json_module.dumps(answer, indent=2) if json else format_status(answer))

@@ -1,0 +1,263 @@
+"""The inference service's commands from the user's side (`invoke infer-up`, `files-*`,
+`members`, `job-*`, `infer-down`, `run-inference`).
+
+`infer-up` starts a spot lab (the local default) and leaves it running, or uses a Ray cluster
+at `--address`; it records where the service lives in a small state file, so each later
+command (its own process) connects as a Ray driver with that cluster's token, asks the
+coordinator, and prints the answer. Files go straight to the service's store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launch import pulumi_cli
+from netem.lab.state import state_dir as two_site_state_dir
+from spotlab import SpotLabConfig, start_lab, stop_lab
+from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from workloads.common.storage import Storage, open_storage
+from workloads.inference.options import JobOptions, ServiceOptions
+from workloads.inference.service import ServiceError
+
+STATE_DIR_ENV = "SPOTBURST_INFERENCE_STATE_DIR"
+RECORD_NAME = "service.json"
+DEFAULT_LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=2, alpha=1.0,
+                            dashboard=False)
+"""infer-up's lab without lab flags: two spot nodes of two workers each (one preemption takes
+two workers at once), one on-demand node for the coordinator; the chain never preempts
+(preempt by hand with `invoke spot-lab-interrupt` or a --alpha below 1)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferTargetOptions:
+    """Where infer-up puts the service: a new spot lab (the default) or a running cluster."""
+
+    address: str | None = option(None, "Ray address of a running cluster (HOST:PORT of its "
+                                 "GCS, or ray://HOST:10001); its token from RAY_AUTH_TOKEN")
+    stack: str | None = option(None, "a deployed stack's inference RayCluster (not yet: "
+                               "port-forward it and give --address)")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.address and self.stack:
+            raise OptionError("--address", "give --address or --stack, not both")
+
+
+INFER_TARGET_SPEC = OptionSpec(InferTargetOptions)
+
+
+def state_dir() -> Path:
+    if STATE_DIR_ENV in os.environ:
+        return Path(os.environ[STATE_DIR_ENV])
+    return two_site_state_dir().parent / "inference"
+
+
+@dataclass(frozen=True)
+class ServiceRecord:
+    """Where the service lives: what every command needs to reach it."""
+
+    ray_address: str
+    driver_env: dict[str, str]
+    store: str
+    store_endpoint: str | None
+    lab_id: str | None
+    started_at: float
+
+    @classmethod
+    def load(cls) -> ServiceRecord:
+        path = state_dir() / RECORD_NAME
+        if not path.exists():
+            raise ServiceError(f"the inference service is not up (no {path}; invoke infer-up)")
+        return cls(**json.loads(path.read_text()))
+
+    def save(self) -> None:
+        path = state_dir() / RECORD_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(".tmp")
+        scratch.write_text(json.dumps(self.__dict__, indent=2))
+        scratch.replace(path)
+
+    def storage(self) -> Storage:
+        return open_storage(self.store, self.store_endpoint)
+
+
+def _reachable(address: str) -> None:
+    """A quick refusal instead of Ray's minute of reconnecting to a cluster that is gone."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0):
+            pass
+    except (OSError, ValueError):
+        raise ServiceError(f"the service's Ray cluster at {address} does not answer "
+                           "(was its lab removed? infer-down clears the record)") from None
+
+
+@contextmanager
+def connected(address: str, driver_env: dict[str, str]) -> Iterator[None]:
+    """A Ray driver of the service's cluster for the `with` block (quiet: no log echo)."""
+    import ray
+
+    from workloads.inference.coordinator import NAMESPACE
+
+    _reachable(address)
+    saved = {key: os.environ.get(key) for key in driver_env}
+    os.environ.update(driver_env)
+    _reload_auth()
+    try:
+        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
+                 log_to_driver=False, configure_logging=True)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _reload_auth()
+
+
+def _reload_auth() -> None:
+    """Ray caches its auth mode and token per process: make it read the environment again
+    (a driver of one lab after another, or after `import ray` saw no token)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def infer_up(options: ServiceOptions, lab: SpotLabConfig | None = None,
+             address: str | None = None, stack: str | None = None) -> ServiceRecord:
+    """Start the service (and, without --address, a spot lab for it) and record it."""
+    from workloads.inference.service import start_coordinator
+
+    if stack:
+        raise ServiceError("--stack: not supported yet for the inference service; give "
+                           "--address of the stack's RayCluster (port-forwarded)")
+    if (state_dir() / RECORD_NAME).exists():
+        record = ServiceRecord.load()
+        raise ServiceError(f"the inference service is already up (Ray at "
+                           f"{record.ray_address}); infer-down first")
+    store = options.store or str(pulumi_cli.PROJECT_DIR / "results" / "inference" /
+                                 f"store-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    lab_id = None
+    if address:
+        ray_address, driver_env = address, {}
+    else:
+        spot_lab = start_lab(lab or DEFAULT_LAB)
+        lab_id, ray_address, driver_env = (spot_lab.lab_id, spot_lab.ray_address,
+                                           spot_lab.driver_env)
+    try:
+        with connected(ray_address, driver_env):
+            start_coordinator(options.settings(store), on_demand=address is None)
+        record = ServiceRecord(ray_address, driver_env, store, options.store_endpoint,
+                               lab_id, time.time())
+        record.save()
+    except BaseException:
+        if lab_id is not None:
+            stop_lab(lab_id)
+        raise
+    return record
+
+
+def infer_down() -> list[str]:
+    """Stop the workers and the coordinator, and the lab if infer-up started one."""
+    from workloads.inference.service import stop_coordinator
+
+    record = ServiceRecord.load()
+    done: list[str] = []
+    try:
+        with connected(record.ray_address, record.driver_env):
+            stopped = stop_coordinator()
+        done.append(f"coordinator and {stopped} workers stopped")
+    except (ServiceError, ConnectionError) as error:
+        done.append(f"coordinator not stopped: {error}")
+    if record.lab_id is not None:
+        stop_lab(record.lab_id)
+        done.append(f"spot lab {record.lab_id} removed")
+    (state_dir() / RECORD_NAME).unlink(missing_ok=True)
+    done.append(f"files kept in {record.store}")
+    return done
+
+
+def command(method: str, *args: Any) -> dict[str, Any]:
+    """One coordinator command, from a fresh driver connection."""
+    from workloads.inference.service import call
+
+    record = ServiceRecord.load()
+    with connected(record.ray_address, record.driver_env):
+        return call(method, *args)
+
+
+def job_add(name: str, job: JobOptions) -> dict[str, Any]:
+    return command("job_add", name, *job.files(), job.batch_size)
+
+
+def files_put(local: Path, name: str) -> str:
+    from workloads.inference.service import files_put as put
+
+    size = put(ServiceRecord.load().storage(), local, name)
+    return f"put {local} as {name} ({size} bytes)"
+
+
+def files_get(name: str, local: Path) -> str:
+    from workloads.inference.service import files_get as get
+
+    size = get(ServiceRecord.load().storage(), name, local)
+    return f"got {name} into {local} ({size} bytes)"
+
+
+def files_ls() -> list[str]:
+    from workloads.inference.service import files_ls as ls
+
+    return ls(ServiceRecord.load().storage())
+
+
+# --- printing -------------------------------------------------------------------------------
+
+
+def format_status(answer: dict[str, Any]) -> str:
+    lines = [f"coordinator incarnation {answer['coordinator_incarnation']}, "
+             f"policy {answer['policy']}"]
+    for name, job in answer["jobs"].items():
+        latency = job["latency"]
+        lat = ("-" if latency["mean_ms"] is None else
+               "mean {mean_ms:.3f} std {std_ms:.3f} median {median_ms:.3f} p90 {p90_ms:.3f} "
+               "p95 {p95_ms:.3f} p99 {p99_ms:.3f} ms".format(**latency))
+        accuracy = "" if job.get("accuracy") is None else f", accuracy {job['accuracy']:.4f}"
+        lines.append(
+            f"{name}: {job['state']}, {job['processed']}/{job['queries']} queries "
+            f"({100 * job['progress']:.1f} %), {job['query_rate']:.1f} queries/s, "
+            f"{len(job['assigned_workers'])} workers assigned{accuracy}\n"
+            f"  latency per query: {lat}"
+            + (f"\n  error: {job['error']}" if job.get("error") else ""))
+    if not answer["jobs"]:
+        lines.append("no jobs (job-add)")
+    return "\n".join(lines)
+
+
+def format_members(answer: dict[str, Any]) -> str:
+    lines = [f"coordinator incarnation {answer['coordinator_incarnation']}", "nodes:"]
+    for node in answer["nodes"]:
+        pool = node["labels"].get("pool", "?")
+        lines.append(f"  {node['node_id'][:12]} {pool:9} {'alive' if node['alive'] else 'dead'}"
+                     f" cpus={node['cpus']:g}")
+    lines.append("workers:")
+    for worker in answer["workers"]:
+        doing = f" {worker['job']}#{worker['sub_job']}" if worker["job"] else ""
+        node = (worker["node_id"] or "-")[:12]
+        lines.append(f"  {worker['name']} {worker['state']}{doing} node={node} "
+                     f"pid={worker['pid']}")
+    return "\n".join(lines)

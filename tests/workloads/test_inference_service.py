@@ -1,0 +1,238 @@
+"""The inference service on a real spot lab (one per module): fair share between two jobs of
+very different cost per query, two workers and the coordinator killed with every query
+answered exactly once, and commands refused with one line naming what was wrong."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+from launch.inference import STATE_DIR_ENV, ServiceRecord, connected
+from spotlab import SpotLab, SpotLabConfig, spot_lab
+from spotlab.state import STATE_DIR_ENV as LAB_STATE_DIR_ENV
+from workloads.common.storage import Storage, open_storage
+from workloads.inference import service
+from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE
+from workloads.inference.models import (
+    Bundle,
+    Mlp,
+    array_from_bytes,
+    array_to_bytes,
+    make_bundle,
+)
+from workloads.inference.service import ServiceError, call
+
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=2, alpha=1.0, warning_s=4.0,
+                    replace_delay_s=1.0, object_store_mb=80, dashboard=False)
+"""Two spot nodes of two workers each, an on-demand node for the coordinator; no chain
+preemptions (α = 1)."""
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout_s:g} s")
+
+
+@pytest.fixture(scope="module")
+def bundle() -> Bundle:
+    return make_bundle(repeat=1)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpotLab]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(LAB_STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
+        with spot_lab(LAB) as running, connected(running.ray_address, running.driver_env):
+            yield running
+
+
+def fill_store(path: Path, bundle: Bundle, repeat: int) -> Storage:
+    """The bundle's files, test sets and labels tiled `repeat` times."""
+    store = open_storage(str(path))
+    for name, data in bundle.files.items():
+        if name.endswith(("_testset", "_label")):
+            array = array_from_bytes(data, name)
+            tiled = np.tile(array, (repeat, 1) if array.ndim == 2 else repeat)
+            data = array_to_bytes(tiled)
+        store.write_bytes(f"files/{name}", data)
+    return store
+
+
+@pytest.fixture
+def running_service(lab: SpotLab, tmp_path: Path) -> Iterator[Callable[..., Storage]]:
+    """Start a coordinator with the given settings on a store in tmp_path; stopped after."""
+    started: list[bool] = []
+
+    def start(bundle: Bundle, repeat: int, **settings: Any) -> Storage:
+        store = fill_store(tmp_path / "store", bundle, repeat)
+        service.start_coordinator({"store": str(tmp_path / "store"), "workers": 4,
+                                   **settings})
+        started.append(True)
+        return store
+
+    yield start
+    if started:
+        service.stop_coordinator()
+
+
+def add_and_start(batch_size: int = 20) -> None:
+    for size in ("small", "large"):
+        call("job_add", size, f"{size}_model", f"{size}_testset", f"{size}_label", batch_size)
+        call("job_start", size)
+
+
+def test_fair_share_keeps_rates_of_a_cheap_and_a_costly_job_within_5_percent(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    running_service(bundle, repeat=200, rebalance_s=1.0, window_s=8.0)
+    add_and_start()
+    time.sleep(18.0)  # the first window and a few rebalances: the issue's "after 30 s"
+    spreads = []
+    for _ in range(3):
+        jobs = call("job_status")["jobs"]
+        small, large = jobs["small"], jobs["large"]
+        assert small["state"] == large["state"] == "running", "a job ended before measuring"
+        spreads.append(max(small["query_rate"], large["query_rate"])
+                       / min(small["query_rate"], large["query_rate"]))
+        time.sleep(2.0)
+    # the large network costs ≥ 3× more per query, yet their rates stay within 5 %:
+    assert large["latency"]["mean_ms"] >= 3 * small["latency"]["mean_ms"]
+    assert large["cost_per_query_s"] >= 2 * small["cost_per_query_s"]
+    assert large["share"] > small["share"]
+    assert max(spreads) <= 1.05, f"rate spreads {spreads}"
+    # a stopped job returns to idle and starts again
+    assert call("job_stop", "small")["state"] == "idle"
+    assert call("job_status", "small")["jobs"]["small"]["state"] == "idle"
+    assert call("job_start", "small")["remaining_sub_jobs"] > 0
+    assert call("job_status", "small")["jobs"]["small"]["state"] == "running"
+
+
+def busy_workers() -> list[dict[str, Any]]:
+    return [w for w in call("members")["workers"] if w["state"] == "busy" and w["pid"]]
+
+
+def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_twice(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    store = running_service(bundle, repeat=3, rebalance_s=1.0, window_s=8.0)
+    add_and_start(batch_size=10)
+    wait_for(lambda: all(job["progress"] > 0.2 for job in call("job_status")["jobs"].values()),
+             60.0, "both jobs 20 % done")
+    victims = wait_for(lambda: busy_workers()[:2] if len(busy_workers()) >= 2 else None,
+                       20.0, "two busy workers")
+    for victim in victims:  # the same moment, each in the middle of a sub-job
+        os.kill(victim["pid"], signal.SIGKILL)
+    ray.kill(ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE), no_restart=False)
+
+    # job-status keeps answering: the restarted coordinator resumed from the store
+    status = wait_for(lambda: _status_or_none(), 60.0, "job-status after the restart")
+    assert status["coordinator_incarnation"] == 2
+    assert status["jobs"]["small"]["processed"] > 0
+    final = wait_for(lambda: (lambda jobs: jobs if all(j["state"] == "done" for j in
+                                                       jobs.values()) else None)(
+        call("job_status")["jobs"]), 90.0, "both jobs done")
+    for size in ("small", "large"):
+        job = final[size]
+        assert job["processed"] == job["queries"]
+        merged = _read_output(store, job["run_id"])
+        model = Mlp.from_bytes(store.read_bytes(f"files/{size}_model"))
+        queries = array_from_bytes(store.read_bytes(f"files/{size}_testset"), "t")
+        assert merged["answered"] == job["queries"] == len(queries)
+        assert merged["predictions"] == [model.predict_one(q) for q in queries]
+        assert job["accuracy"] > 0.9
+    workers = call("members")["workers"]
+    live = [w for w in workers if w["state"] in ("idle", "busy")]
+    assert len(live) == 4
+    assert not {w["pid"] for w in live} & {v["pid"] for v in victims}
+
+
+def _status_or_none() -> dict[str, Any] | None:
+    try:
+        return call("job_status", timeout_s=2.0)
+    except ServiceError:
+        return None
+
+
+def _read_output(store: Storage, run_id: str) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(store.read_bytes(f"jobs/{run_id}/output.json")))
+
+
+def test_commands_refuse_bad_input_naming_what_was_wrong(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    running_service(bundle, repeat=1)
+    refusals = {
+        ("job_start", "nope"): "unknown job 'nope'",
+        ("job_add", "j", "missing_model", "small_testset", "small_label", 5):
+            "--model: no file 'missing_model' in the store",
+        ("job_add", "j", "small_model", "small_testset", "small_label", 0): "--batch-size",
+        ("job_add", "j", "small_label", "small_testset", "small_label", 5):
+            "small_label: not a model file",
+        ("job_add", "j", "large_model", "small_label", "small_label", 5):
+            "--testset: 'small_label' has shape",
+    }
+    for args, expected in refusals.items():
+        with pytest.raises(ServiceError) as refused:
+            call(*args)
+        assert expected in str(refused.value) and "\n" not in str(refused.value)
+    call("job_add", "j", "small_model", "small_testset", "small_label", 5)
+    with pytest.raises(ServiceError, match="job 'j' already exists"):
+        call("job_add", "j", "small_model", "small_testset", "small_label", 5)
+    with pytest.raises(ServiceError, match="job 'j' is not running"):
+        call("job_stop", "j")
+    call("job_start", "j")
+    for method, expected in (("job_start", "already running"), ("job_remove", "job-stop it")):
+        with pytest.raises(ServiceError, match=expected):
+            call(method, "j")
+
+
+@pytest.mark.subprocess
+def test_cli_commands_answer_in_one_line(lab: SpotLab, tmp_path: Path,
+                                         running_service: Callable[..., Storage],
+                                         bundle: Bundle) -> None:
+    running_service(bundle, repeat=1)
+    state = tmp_path / "inference-state"
+    env = {**os.environ, STATE_DIR_ENV: str(state)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(state))
+        ServiceRecord(lab.ray_address, lab.driver_env, str(tmp_path / "store"), None, None,
+                      time.time()).save()
+
+    def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    listing = invoke("files-ls")
+    assert listing.returncode == 0 and "small_model" in listing.stdout.split()
+    for args, expected in ((("job-start", "ghost"), "error: unknown job 'ghost'"),
+                           (("files-get", "ghost", str(tmp_path / "g")),
+                            "error: NAME 'ghost': no such file"),
+                           (("job-add", "j", "--model", "small_model"),
+                            "error: --testset: required")):
+        refused = invoke(*args)
+        assert refused.returncode == 2
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert refused.stderr.startswith(expected), refused.stderr
+    added = invoke("job-add", "j", "--model", "small_model", "--testset", "small_testset",
+                   "--labels", "small_label", "--batch-size", "30")
+    assert added.returncode == 0, added.stderr
+    assert "15 sub-jobs" in added.stdout
+    status = invoke("job-status", "j")
+    assert "j: idle, 0/450 queries" in status.stdout

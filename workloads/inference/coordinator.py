@@ -1,0 +1,545 @@
+"""The coordinator: a detached, named, restartable actor that owns the jobs and gives the
+workers to them.
+
+Its state lives in the file store, so a restarted incarnation (its constructor runs again)
+resumes: `service/jobs.json` holds the jobs as the commands left them (written on every
+command and when a job finishes), `service/workers.json` the worker actors' names, and each
+finished sub-job is a part under `jobs/<run id>/parts/`, written by the worker before it
+answers. A sub-job is done exactly when its part exists; the merged output reads each part
+once, in order, so a sub-job re-run after a worker or the coordinator died is still counted
+once. In-flight sub-jobs of a dead incarnation are simply queued again.
+
+Commands answer from memory under one lock; the scheduling loop runs in a thread beside them.
+Each command returns {"ok": True, ...} or {"ok": False, "error": "<one line>"}.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from vocab.spot import SPOT_RESOURCE
+from workloads.common.actors import start_actor
+from workloads.common.storage import Storage, open_storage
+from workloads.inference.models import Mlp, ModelFileError, array_from_bytes
+from workloads.inference.scheduler import Scheduler
+from workloads.inference.stats import latency_stats, window_cost, window_rate
+from workloads.inference.worker import InferenceWorker, store_file
+
+NAMESPACE = "spotburst-inference"
+COORDINATOR_NAME = "coordinator"
+WORKER_PREFIX = "inference-worker-"
+JOBS_FILE = "service/jobs.json"
+WORKERS_FILE = "service/workers.json"
+INCARNATION_FILE = "service/coordinator.json"
+TICK_S = 0.02
+PING_EVERY_S = 2.0
+DRAIN_CHECK_EVERY_S = 1.0
+DEFAULT_COST_S = 0.001
+"""Worker-seconds per query assumed for a job before its first sub-job is measured."""
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    store: str
+    s3_endpoint: str | None = None
+    workers: int = 4
+    policy: str = "fair"
+    rebalance_s: float = 5.0
+    window_s: float = 30.0
+    subjob_timeout_s: float = 60.0
+    worker_cpus: float = 1.0
+    worker_resource: str | None = SPOT_RESOURCE
+
+
+@dataclass
+class Job:
+    name: str
+    model: str
+    testset: str
+    labels: str
+    batch_size: int
+    queries: int
+    state: str = "idle"  # idle | running | done | failed
+    run_id: str = ""
+    added_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    error: str | None = None
+    # not persisted: rebuilt from the parts
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pending: deque[int] = field(default_factory=deque)
+    completions: list[tuple[float, int, float]] = field(default_factory=list)
+    duplicates: int = 0
+    reruns: int = 0
+
+    PERSISTED = ("name", "model", "testset", "labels", "batch_size", "queries", "state",
+                 "run_id", "added_at", "started_at", "finished_at", "error")
+
+    @property
+    def sub_jobs(self) -> int:
+        return -(-self.queries // self.batch_size)
+
+    def record(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.PERSISTED}
+
+    def processed(self) -> int:
+        return sum(len(part["predictions"]) for part in self.done.values())
+
+
+@dataclass
+class WorkerSlot:
+    name: str
+    handle: Any
+    state: str = "starting"  # starting | idle | busy | draining | dead
+    node_id: str | None = None
+    pid: int | None = None
+    job: str | None = None
+    sub_job: int | None = None
+    since: float = field(default_factory=time.time)
+    pinged_at: float = 0.0
+
+
+@dataclass
+class InFlight:
+    worker: str
+    job: str
+    run_id: str
+    sub_job: int
+    dispatched_at: float
+    estimate_s: float
+
+
+def _fail(error: str) -> dict[str, Any]:
+    return {"ok": False, "error": error}
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1, max_concurrency=16)
+class Coordinator:
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = ServiceSettings(**settings)
+        self.store: Storage = open_storage(self.settings.store, self.settings.s3_endpoint)
+        self.lock = threading.RLock()
+        self.jobs: dict[str, Job] = {}
+        self.workers: dict[str, WorkerSlot] = {}
+        self.scheduler = Scheduler(self.settings.policy)
+        self.inflight: dict[Any, InFlight] = {}
+        self.pings: dict[Any, str] = {}
+        self.next_worker = 0
+        self.rebalanced_at = 0.0
+        self.drain_checked_at = 0.0
+        self.shares_log: list[dict[str, Any]] = []
+        self.incarnation = self._next_incarnation()
+        self._resume()
+        self.stopping = False
+        self.loop = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+        self.loop.start()
+
+    # --- persistence ------------------------------------------------------------------------
+
+    def _read_json(self, name: str, default: Any) -> Any:
+        try:
+            return json.loads(self.store.read_bytes(name))
+        except (FileNotFoundError, ValueError, KeyError):
+            return default
+        except Exception as error:  # S3's NoSuchKey is a ClientError
+            if "NoSuchKey" in str(error) or "Not Found" in str(error):
+                return default
+            raise
+
+    def _write_json(self, name: str, document: Any) -> None:
+        self.store.write_bytes(name, json.dumps(document, indent=1).encode())
+
+    def _next_incarnation(self) -> int:
+        incarnation = int(self._read_json(INCARNATION_FILE, {"incarnation": 0})["incarnation"])
+        self._write_json(INCARNATION_FILE, {"incarnation": incarnation + 1,
+                                            "started_at": time.time()})
+        return incarnation + 1
+
+    def _save_jobs(self) -> None:
+        self._write_json(JOBS_FILE, {name: job.record() for name, job in self.jobs.items()})
+
+    def _save_workers(self) -> None:
+        alive = [name for name, slot in self.workers.items() if slot.state != "dead"]
+        self._write_json(WORKERS_FILE, {"names": alive, "next": self.next_worker})
+
+    def _resume(self) -> None:
+        """Jobs from jobs.json, their done sub-jobs from the parts, workers by name."""
+        for name, record in self._read_json(JOBS_FILE, {}).items():
+            job = Job(**record)
+            self.jobs[name] = job
+            if job.run_id:
+                self._load_parts(job)
+            if job.state == "running":
+                if len(job.done) == job.sub_jobs:
+                    self._finish(job)
+                else:
+                    job.pending = deque(i for i in range(job.sub_jobs) if i not in job.done)
+                    self.scheduler.admit(name)
+        recorded = self._read_json(WORKERS_FILE, {"names": [], "next": 0})
+        self.next_worker = int(recorded["next"])
+        for name in recorded["names"]:
+            try:
+                handle = ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                continue  # it died with its node meanwhile
+            self.workers[name] = WorkerSlot(name, handle)
+            self.pings[handle.ping.remote()] = name
+
+    def _load_parts(self, job: Job) -> None:
+        prefix = f"jobs/{job.run_id}/parts/"
+        for name in self._names(prefix):
+            part = self._read_json(prefix + name, None)
+            if part is None or part.get("run_id") != job.run_id:
+                continue  # torn by a worker killed while writing: the sub-job runs again
+            index = int(part["sub_job"])
+            job.done[index] = part
+            job.completions.append((float(part["finished_at"]), len(part["predictions"]),
+                                    float(sum(part["latencies_s"]))))
+
+    def _names(self, prefix: str) -> list[str]:
+        return [name[len(prefix):] for name in self.store.names() if name.startswith(prefix)]
+
+    # --- the scheduling loop ----------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self.stopping:
+            try:
+                with self.lock:
+                    now = time.time()
+                    if now - self.rebalanced_at >= self.settings.rebalance_s:
+                        self._rebalance(now)
+                    if now - self.drain_checked_at >= DRAIN_CHECK_EVERY_S:
+                        self._mark_draining()
+                        self.drain_checked_at = now
+                    self._ensure_workers()
+                    self._ping_idle(now)
+                    self._dispatch()
+                    self._time_out(now)
+                    refs = list(self.inflight) + list(self.pings)
+                if not refs:
+                    time.sleep(TICK_S)
+                    continue
+                ready, _ = ray.wait(refs, num_returns=1, timeout=TICK_S)
+                if ready:  # and whatever else is ready by now, without waiting
+                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                with self.lock:
+                    for ref in ready:
+                        self._collect(ref)
+            except Exception as error:  # keep serving; say why in the actor's log
+                print(f"coordinator loop: {type(error).__name__}: {error}", flush=True)
+                time.sleep(0.5)
+
+    def _rebalance(self, now: float) -> None:
+        running = [job for job in self.jobs.values() if job.state == "running"]
+        costs = {job.name: window_cost(job.completions, now, self.settings.window_s)
+                 for job in running}
+        shares = self.scheduler.rebalance(costs)
+        self.rebalanced_at = now
+        self.shares_log.append({"t": now, "shares": shares, "costs": costs})
+        del self.shares_log[:-100]
+
+    def _mark_draining(self) -> None:
+        try:
+            from ray._private.state import state as global_state
+
+            draining = set(global_state.get_draining_nodes())
+        except Exception:
+            return
+        for slot in self.workers.values():
+            if slot.node_id in draining and slot.state in ("idle", "starting"):
+                slot.state = "draining"
+
+    def _ensure_workers(self) -> None:
+        live = [s for s in self.workers.values() if s.state in ("starting", "idle", "busy")]
+        created = False
+        for _ in range(self.settings.workers - len(live)):
+            name = f"{WORKER_PREFIX}{self.next_worker}"
+            self.next_worker += 1
+            resources = ({self.settings.worker_resource: self.settings.worker_cpus}
+                         if self.settings.worker_resource else {})
+            handle = start_actor(
+                InferenceWorker, name, self.settings.store, self.settings.s3_endpoint,
+                options={"name": name, "namespace": NAMESPACE, "lifetime": "detached",
+                         "num_cpus": self.settings.worker_cpus, "resources": resources})
+            self.workers[name] = WorkerSlot(name, handle)
+            self.pings[handle.ping.remote()] = name
+            created = True
+        if created:
+            self._save_workers()
+
+    def _ping_idle(self, now: float) -> None:
+        """Idle and draining workers are pinged, so a dead node's worker is seen dead."""
+        pinged = set(self.pings.values())
+        for slot in self.workers.values():
+            if (slot.state in ("idle", "draining") and slot.name not in pinged
+                    and now - slot.pinged_at >= PING_EVERY_S):
+                slot.pinged_at = now
+                self.pings[slot.handle.ping.remote()] = slot.name
+
+    def _dispatch(self) -> None:
+        for slot in self.workers.values():
+            if slot.state != "idle":
+                continue
+            waiting = [job.name for job in self.jobs.values()
+                       if job.state == "running" and job.pending]
+            name = self.scheduler.pick(waiting)
+            if name is None:
+                return
+            job = self.jobs[name]
+            index = job.pending.popleft()
+            first = index * job.batch_size
+            count = min(job.batch_size, job.queries - first)
+            task = {"run_id": job.run_id, "sub_job": index, "first": first, "count": count,
+                    "model": job.model, "testset": job.testset}
+            cost = window_cost(job.completions, time.time(), self.settings.window_s)
+            estimate = count * (cost if cost is not None else DEFAULT_COST_S)
+            self.scheduler.charge(name, estimate)
+            ref = slot.handle.run.remote(task)
+            self.inflight[ref] = InFlight(slot.name, name, job.run_id, index, time.time(),
+                                          estimate)
+            slot.state, slot.job, slot.sub_job, slot.since = "busy", name, index, time.time()
+
+    def _time_out(self, now: float) -> None:
+        """A hung worker (the original waited forever) is killed; its sub-job runs again."""
+        for flight in self.inflight.values():
+            if now - flight.dispatched_at > self.settings.subjob_timeout_s:
+                slot = self.workers[flight.worker]
+                if slot.state == "busy":
+                    print(f"coordinator: {slot.name} hung on {flight.job}#{flight.sub_job}; "
+                          "killing it", flush=True)
+                    ray.kill(slot.handle, no_restart=True)
+                    slot.state = "dead"
+
+    def _collect(self, ref: Any) -> None:
+        if ref in self.pings:
+            name = self.pings.pop(ref)
+            slot = self.workers[name]
+            try:
+                info = ray.get(ref)
+            except RayActorError:
+                self._worker_died(slot)
+                return
+            slot.node_id, slot.pid = info["node_id"], info["pid"]
+            if slot.state == "starting":
+                slot.state, slot.since = "idle", time.time()
+            return
+        flight = self.inflight.pop(ref)
+        slot = self.workers[flight.worker]
+        job = self.jobs.get(flight.job)
+        try:
+            part = ray.get(ref)
+        except RayActorError:
+            self._worker_died(slot)
+            if job is not None and job.run_id == flight.run_id:
+                self.scheduler.charge(job.name, -flight.estimate_s)
+                if job.state == "running" and flight.sub_job not in job.done:
+                    job.pending.appendleft(flight.sub_job)
+                    job.reruns += 1
+            return
+        except Exception as error:  # the sub-job itself failed: the job cannot go on
+            slot.state, slot.job, slot.sub_job = "idle", None, None
+            if job is not None and job.run_id == flight.run_id:
+                job.state, job.error = "failed", " ".join(str(error).split())[-300:]
+                self.scheduler.leave(job.name)
+                self._save_jobs()
+            return
+        now = time.time()
+        busy = now - flight.dispatched_at
+        if slot.state == "busy":
+            slot.state = "idle"
+        slot.job, slot.sub_job, slot.since = None, None, now
+        if job is None or job.run_id != flight.run_id:
+            return  # the job was removed or restarted meanwhile
+        self.scheduler.charge(job.name, busy - flight.estimate_s)
+        if flight.sub_job in job.done:
+            job.duplicates += 1  # answered before (by an earlier incarnation's worker)
+            return
+        job.done[flight.sub_job] = part
+        job.completions.append((now, len(part["predictions"]), busy))
+        if len(job.done) == job.sub_jobs and job.state == "running":
+            self._finish(job)
+
+    def _worker_died(self, slot: WorkerSlot) -> None:
+        if slot.state != "dead":
+            slot.state, slot.since = "dead", time.time()
+            self._save_workers()
+
+    def _finish(self, job: Job) -> None:
+        """Merge the parts in order, score against the labels, write the job's output."""
+        predictions: list[int] = []
+        for index in range(job.sub_jobs):
+            predictions.extend(job.done[index]["predictions"])
+        labels = array_from_bytes(self.store.read_bytes(store_file(job.labels)), job.labels)
+        correct = int(np.sum(np.asarray(predictions) == labels[:len(predictions)]))
+        job.state, job.finished_at = "done", time.time()
+        self.scheduler.leave(job.name)
+        self._write_json(f"jobs/{job.run_id}/output.json", {
+            "job": job.name, "run_id": job.run_id, "queries": job.queries,
+            "answered": len(predictions), "accuracy": correct / max(len(predictions), 1),
+            "predictions": predictions})
+        self._save_jobs()
+
+    # --- commands ---------------------------------------------------------------------------
+
+    def job_add(self, name: str, model: str, testset: str, labels: str,
+                batch_size: int) -> dict[str, Any]:
+        with self.lock:
+            if name in self.jobs:
+                return _fail(f"job {name!r} already exists (job-remove it first)")
+        if not name or "/" in name:
+            return _fail(f"job name {name!r}: give a non-empty name without '/'")
+        if batch_size < 1:
+            return _fail(f"--batch-size: expected an integer ≥ 1, got {batch_size}")
+        present = set(self._names("files/"))
+        for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
+            if file not in present:
+                return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
+        try:
+            network = Mlp.from_bytes(self.store.read_bytes(store_file(model)), model)
+            queries = array_from_bytes(self.store.read_bytes(store_file(testset)), testset)
+            truth = array_from_bytes(self.store.read_bytes(store_file(labels)), labels)
+        except ModelFileError as error:
+            return _fail(str(error))
+        if queries.ndim != 2 or queries.shape[1] != network.inputs:
+            return _fail(f"--testset: {testset!r} has shape {queries.shape}; model {model!r} "
+                         f"takes rows of {network.inputs}")
+        if truth.shape != (queries.shape[0],):
+            return _fail(f"--labels: {labels!r} has shape {truth.shape}; the test set has "
+                         f"{queries.shape[0]} rows")
+        with self.lock:
+            if name in self.jobs:
+                return _fail(f"job {name!r} already exists (job-remove it first)")
+            job = Job(name, model, testset, labels, batch_size, int(queries.shape[0]))
+            self.jobs[name] = job
+            self._save_jobs()
+            return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}
+
+    def _known(self, name: str) -> Job | dict[str, Any]:
+        if name not in self.jobs:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            return _fail(f"unknown job {name!r} (jobs: {known})")
+        return self.jobs[name]
+
+    def job_start(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            job = self._known(name)
+            if isinstance(job, dict):
+                return job
+            if job.state == "running":
+                return _fail(f"job {name!r} is already running")
+            if job.state in ("done", "failed") or not job.run_id:
+                job.run_id = f"{name}-{secrets.token_hex(4)}"  # a fresh run: no parts yet
+                job.done, job.completions, job.duplicates, job.reruns = {}, [], 0, 0
+                job.error = None
+            job.state, job.started_at, job.finished_at = "running", time.time(), None
+            job.pending = deque(i for i in range(job.sub_jobs) if i not in job.done)
+            self.scheduler.admit(name)
+            self._save_jobs()
+            return {"ok": True, "job": name, "run_id": job.run_id,
+                    "remaining_sub_jobs": len(job.pending)}
+
+    def job_stop(self, name: str) -> dict[str, Any]:
+        """Back to idle; what is done stays done, job-start goes on from there."""
+        with self.lock:
+            job = self._known(name)
+            if isinstance(job, dict):
+                return job
+            if job.state != "running":
+                return _fail(f"job {name!r} is not running (it is {job.state})")
+            job.state = "idle"
+            job.pending.clear()
+            self.scheduler.leave(name)
+            self._save_jobs()
+            return {"ok": True, "job": name, "state": "idle", "done_sub_jobs": len(job.done)}
+
+    def job_remove(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            job = self._known(name)
+            if isinstance(job, dict):
+                return job
+            if job.state == "running":
+                return _fail(f"job {name!r} is running: job-stop it first")
+            del self.jobs[name]
+            self.scheduler.leave(name)
+            self._save_jobs()
+            return {"ok": True, "job": name, "removed": True}
+
+    def job_status(self, name: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            if name is not None:
+                job = self._known(name)
+                if isinstance(job, dict):
+                    return job
+                jobs = [job]
+            else:
+                jobs = list(self.jobs.values())
+            return {"ok": True, "coordinator_incarnation": self.incarnation,
+                    "policy": self.settings.policy,
+                    "jobs": {job.name: self._status(job) for job in jobs}}
+
+    def _status(self, job: Job) -> dict[str, Any]:
+        now = time.time()
+        latencies = [value for part in job.done.values() for value in part["latencies_s"]]
+        assigned = [s.name for s in self.workers.values()
+                    if s.state == "busy" and s.job == job.name]
+        processed = job.processed()
+        start = job.started_at or now
+        end = job.finished_at if job.state == "done" and job.finished_at else now
+        output: dict[str, Any] = {
+            "state": job.state, "model": job.model, "testset": job.testset,
+            "labels": job.labels, "batch_size": job.batch_size, "run_id": job.run_id,
+            "queries": job.queries, "processed": processed,
+            "progress": processed / job.queries if job.queries else 0.0,
+            "sub_jobs": job.sub_jobs, "sub_jobs_done": len(job.done),
+            "query_rate": window_rate([(t, n) for t, n, _ in job.completions], end,
+                                      self.settings.window_s, start),
+            "cost_per_query_s": window_cost(job.completions, end, self.settings.window_s),
+            "share": self.scheduler.shares.get(job.name),
+            "assigned_workers": assigned,
+            "latency": latency_stats(latencies),
+            "reruns": job.reruns, "duplicates_discarded": job.duplicates,
+            "error": job.error,
+        }
+        if job.state == "done":
+            output["accuracy"] = self._read_json(f"jobs/{job.run_id}/output.json",
+                                                 {}).get("accuracy")
+        return output
+
+    def members(self) -> dict[str, Any]:
+        with self.lock:
+            workers = [{"name": s.name, "state": s.state, "node_id": s.node_id, "pid": s.pid,
+                        "job": s.job, "sub_job": s.sub_job}
+                       for s in self.workers.values() if s.state != "dead"]
+        nodes = [{"node_id": node["NodeID"], "alive": bool(node["Alive"]),
+                  "labels": node.get("Labels", {}),
+                  "cpus": node.get("Resources", {}).get("CPU", 0.0)}
+                 for node in ray.nodes()]
+        return {"ok": True, "coordinator_incarnation": self.incarnation,
+                "nodes": nodes, "workers": workers}
+
+    def settings_dict(self) -> dict[str, Any]:
+        return asdict(self.settings)
+
+    def shutdown(self) -> dict[str, Any]:
+        """Stop the loop and kill every worker; the caller then kills this actor."""
+        with self.lock:
+            self.stopping = True
+            for slot in self.workers.values():
+                if slot.state != "dead":
+                    try:
+                        ray.kill(slot.handle, no_restart=True)
+                    except (ValueError, GetTimeoutError):
+                        pass
+                    slot.state = "dead"
+            self._save_workers()
+            return {"ok": True, "workers_stopped": len(self.workers)}

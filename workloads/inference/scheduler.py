@@ -1,0 +1,78 @@
+"""Which job a free worker serves next: fair share (the coordinator's rule) or first come,
+first served (the baseline the benchmark compares with). Pure: no Ray, no clock.
+
+Fair share: every rebalance (5 s by default) each running job's cost per query (worker-seconds
+per query over the last 30 s) sets its share of the workers, in proportion to the cost, i.e.
+in inverse proportion to the query rate one worker reaches on it; a job with no measurement
+yet gets the mean share. Shares are fractions of a worker pool of whole workers, so a free
+worker is given by stride scheduling on worker-seconds: each job has a pass that grows by
+the worker-seconds it used divided by its share, and the job with the lowest pass goes next.
+Over time every job then gets its share of worker time, and equal query rates follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+POLICIES = ("fair", "fcfs")
+
+
+def fair_shares(costs: Mapping[str, float | None]) -> dict[str, float]:
+    """Share of the workers per job (summing to 1), proportional to its cost per query."""
+    if not costs:
+        return {}
+    known = [cost for cost in costs.values() if cost is not None and cost > 0]
+    fallback = sum(known) / len(known) if known else 1.0
+    weights = {job: cost if cost is not None and cost > 0 else fallback
+               for job, cost in costs.items()}
+    total = sum(weights.values())
+    return {job: weight / total for job, weight in weights.items()}
+
+
+@dataclass
+class Scheduler:
+    policy: str = "fair"
+    shares: dict[str, float] = field(default_factory=dict)
+    passes: dict[str, float] = field(default_factory=dict)
+    arrival: dict[str, int] = field(default_factory=dict)
+    _arrivals: int = 0
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"--policy: expected one of {', '.join(POLICIES)}, "
+                             f"got {self.policy!r}")
+
+    def admit(self, job: str) -> None:
+        """A job starts running: it joins at the lowest pass (no credit for time it waited)."""
+        if job in self.passes:
+            return
+        self.passes[job] = min(self.passes.values(), default=0.0)
+        self.arrival[job] = self._arrivals
+        self._arrivals += 1
+        self.shares.setdefault(job, 1.0 / len(self.passes))
+
+    def leave(self, job: str) -> None:
+        for table in (self.passes, self.shares, self.arrival):
+            table.pop(job, None)
+
+    def rebalance(self, costs: Mapping[str, float | None]) -> dict[str, float]:
+        """New shares from the running jobs' measured costs per query."""
+        self.shares = fair_shares({job: costs.get(job) for job in self.passes})
+        return dict(self.shares)
+
+    def pick(self, candidates: Sequence[str]) -> str | None:
+        """The job a free worker serves next, among running jobs with sub-jobs waiting."""
+        waiting = [job for job in candidates if job in self.passes]
+        if not waiting:
+            return None
+        if self.policy == "fcfs":
+            return min(waiting, key=lambda job: self.arrival[job])
+        return min(waiting, key=lambda job: (self.passes[job], self.arrival[job]))
+
+    def charge(self, job: str, worker_seconds: float) -> None:
+        """`job` used a worker for `worker_seconds` (an estimate at dispatch, corrected by the
+        difference at completion)."""
+        if job in self.passes:
+            share = self.shares.get(job) or 1.0 / max(len(self.passes), 1)
+            self.passes[job] += worker_seconds / share

@@ -1,0 +1,103 @@
+"""The service seen from a driver connected to its Ray cluster: bring the coordinator up or
+down, call its commands, and the file store's put/get/ls (straight to the store: files do not
+pass through the coordinator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from vocab.spot import ON_DEMAND_RESOURCE
+from workloads.common.actors import start_actor
+from workloads.common.storage import Storage
+from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE, Coordinator
+from workloads.inference.worker import store_file
+
+COMMAND_TIMEOUT_S = 1.5
+"""A command's answer is awaited this long (the service promises an answer within 2 s)."""
+
+
+class ServiceError(RuntimeError):
+    """The service is not up, did not answer, or refused a command (one line: why)."""
+
+
+def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
+    """The detached coordinator (restarted by Ray whenever it dies), on an on-demand node."""
+    try:
+        ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE)
+    except ValueError:
+        pass
+    else:
+        raise ServiceError("the inference service is already up on this cluster "
+                           "(infer-down first)")
+    options: dict[str, Any] = {"name": COORDINATOR_NAME, "namespace": NAMESPACE,
+                               "lifetime": "detached", "num_cpus": 0}
+    if on_demand:
+        options["resources"] = {ON_DEMAND_RESOURCE: 0.5}
+    handle = start_actor(Coordinator, settings, options=options)
+    ray.get(handle.job_status.remote(), timeout=120)  # up and its state loaded
+    return handle
+
+
+def coordinator() -> Any:
+    try:
+        return ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE)
+    except ValueError:
+        raise ServiceError("the inference service is not up on this cluster "
+                           "(invoke infer-up)") from None
+
+
+def call(method: str, *args: Any, timeout_s: float = COMMAND_TIMEOUT_S) -> dict[str, Any]:
+    """One command; its answer, or ServiceError with the coordinator's one-line reason."""
+    handle = coordinator()
+    try:
+        answer: dict[str, Any] = ray.get(getattr(handle, method).remote(*args),
+                                         timeout=timeout_s)
+    except GetTimeoutError:
+        raise ServiceError(f"the coordinator did not answer {method} within {timeout_s:g} s "
+                           "(restarting? try again)") from None
+    except RayActorError as error:
+        raise ServiceError(f"the coordinator is unavailable: {error}") from None
+    if not answer.get("ok"):
+        raise ServiceError(str(answer.get("error")))
+    return answer
+
+
+def stop_coordinator() -> int:
+    """Kill the workers, then the coordinator for good; returns the workers stopped."""
+    handle = coordinator()
+    stopped = 0
+    try:
+        stopped = int(ray.get(handle.shutdown.remote(), timeout=30)["workers_stopped"])
+    finally:
+        ray.kill(handle, no_restart=True)
+    return stopped
+
+
+# --- the file store ----------------------------------------------------------------------
+
+
+def files_put(store: Storage, local: Path, name: str) -> int:
+    if not name or name.startswith("/") or ".." in name.split("/"):
+        raise ServiceError(f"NAME {name!r}: give a relative name without '..'")
+    if not local.is_file():
+        raise ServiceError(f"LOCAL {str(local)!r}: no such file")
+    data = local.read_bytes()
+    store.write_bytes(store_file(name), data)
+    return len(data)
+
+
+def files_get(store: Storage, name: str, local: Path) -> int:
+    if name not in files_ls(store):
+        raise ServiceError(f"NAME {name!r}: no such file in the store (files-ls lists them)")
+    data = store.read_bytes(store_file(name))
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_bytes(data)
+    return len(data)
+
+
+def files_ls(store: Storage) -> list[str]:
+    return [name.removeprefix("files/") for name in store.names() if name.startswith("files/")]
