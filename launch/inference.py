@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,12 @@ from netem.lab.state import state_dir as two_site_state_dir
 from spotlab import SpotLabConfig, start_lab, stop_lab
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage
-from workloads.inference.options import JobOptions, ServiceOptions
+from workloads.inference.options import (
+    INFERENCE_SPEC,
+    InferenceOptions,
+    JobOptions,
+    ServiceOptions,
+)
 from workloads.inference.service import ServiceError
 
 STATE_DIR_ENV = "SPOTBURST_INFERENCE_STATE_DIR"
@@ -261,3 +266,18 @@ def format_members(answer: dict[str, Any]) -> str:
         lines.append(f"  {worker['name']} {worker['state']}{doing} node={node} "
                      f"pid={worker['pid']}")
     return "\n".join(lines)
+
+
+def run_inference(options: InferenceOptions, lab: SpotLabConfig, address: str | None = None,
+                  stack: str | None = None, out: Path | None = None,
+                  show: Callable[[str], None] = print) -> Path:
+    """`invoke run-inference`: the experiment as one Ray Job on a new spot lab (or
+    --address/--stack), which brings the service up and down itself; figures drawn here."""
+    from launch.targets import run_workload
+    from launch.workload import workload_run
+    from workloads.inference.figures import draw
+
+    run = workload_run("inference", "workloads.inference", INFERENCE_SPEC, options)
+    folder = run_workload(run, address, stack, out, show, lab=lab)
+    draw(folder)
+    return folder

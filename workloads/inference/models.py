@@ -2,8 +2,8 @@
 digits in seconds, stored as plain arrays (`.npz`, read with `allow_pickle=False`: nothing is
 ever unpickled from the file store), and test sets / labels as `.npy` arrays.
 
-Two sizes of clearly different cost per query: `small` (one hidden layer of 32) and `large`
-(three hidden layers of 512). A worker answers one query at a time, so a query's latency is
+Sizes of clearly different cost per query: `small` (one hidden layer of 32), `medium` (two
+of 256) and `large` (three of 512). A worker answers one query at a time, so a query's latency is
 one forward pass of one image.
 """
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MODEL_SIZES: dict[str, tuple[int, ...]] = {"small": (32,), "large": (512, 512, 512)}
+MODEL_SIZES: dict[str, tuple[int, ...]] = {"small": (32,), "medium": (256, 256),
+                                           "large": (512, 512, 512)}
 """Hidden layer widths per model name."""
 
 
@@ -48,11 +49,14 @@ class Mlp:
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "model") -> Mlp:
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            archive = np.load(io.BytesIO(data), allow_pickle=False)
+            if not isinstance(archive, np.lib.npyio.NpzFile):
+                raise ValueError("an array, not an .npz archive of layers")
+            with archive:
                 layers = len([key for key in archive.files if key.startswith("w")])
                 weights = tuple(np.asarray(archive[f"w{i}"], np.float32) for i in range(layers))
                 biases = tuple(np.asarray(archive[f"b{i}"], np.float32) for i in range(layers))
-        except (ValueError, KeyError, OSError) as error:
+        except (ValueError, KeyError, OSError, EOFError) as error:
             raise ModelFileError(f"{name}: not a model file ({error})") from None
         if not weights:
             raise ModelFileError(f"{name}: not a model file (no layers)")

@@ -1,0 +1,189 @@
+"""The experiment in one run (`python -m workloads.inference`, a driver on the service's Ray
+cluster): the service up, models, test sets and labels into its store, two or three jobs of
+different cost started together, the failures injected when asked, a status sample every
+second until every job is done, the exactly-once check, the results folder, the service down.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import ray
+
+from vocab.spot import ON_DEMAND_RESOURCE, SPOT_RESOURCE
+from workloads.common.provenance import provenance
+from workloads.common.results import ResultsWriter
+from workloads.common.storage import Storage, open_storage
+from workloads.inference import service
+from workloads.inference.coordinator import NAMESPACE
+from workloads.inference.models import Mlp, array_from_bytes, make_bundle
+from workloads.inference.options import InferenceOptions
+from workloads.inference.service import ServiceError, call
+from workloads.inference.stats import spread
+from workloads.inference.worker import store_file
+
+JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
+SAMPLE_EVERY_S = 1.0
+RUN_TIMEOUT_S = 3600.0
+LATENCY_SAMPLE = 2000
+
+
+def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> dict[str, Any]:
+    writer = ResultsWriter("inference", options.out, options.s3_endpoint)
+    store_uri = options.store or f"{writer.location.rstrip('/')}/store"
+    store = open_storage(store_uri, options.store_endpoint)
+    sizes = JOB_SIZES[options.jobs]
+    show(f"training {', '.join(sizes)} networks on the digits ...")
+    bundle = make_bundle(sizes, options.repeat, options.seed)
+    for name, data in bundle.files.items():
+        store.write_bytes(store_file(name), data)
+    resources = ray.cluster_resources()
+    settings = {**options.settings(store_uri),
+                "worker_resource": SPOT_RESOURCE if SPOT_RESOURCE in resources else None}
+    service.start_coordinator(settings, on_demand=ON_DEMAND_RESOURCE in resources)
+    show(f"service up: {options.workers} workers, policy {options.policy}, store {store_uri}")
+    try:
+        for size in sizes:
+            call("job_add", size, f"{size}_model", f"{size}_testset", f"{size}_label",
+                 options.batch_size)
+        began = time.time()
+        for size in sizes:
+            call("job_start", size)
+        samples, failures = _watch(options, began, show)
+        final = call("job_status")["jobs"]
+    finally:
+        service.stop_coordinator()
+    summary = _summary(options, store, final, samples, failures, began)
+    latencies = [{"job": size, "latency_ms": 1000.0 * value}
+                 for size in sizes
+                 for value in _sample(_latencies(store, final[size]["run_id"]))]
+    writer.add_records("rates", samples)
+    writer.add_records("latencies", latencies)
+    writer.add_records("failures", failures)
+    writer.finish(summary, provenance(options.parameters(), {}, options.target,
+                                      {"seed": options.seed}), to_log=options.results_to_log)
+    show(json.dumps({key: summary[key] for key in ("rate_spread_after_window",
+                                                   "throughput_qps", "exactly_once")}))
+    return summary
+
+
+def _watch(options: InferenceOptions, began: float,
+           show: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    samples: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    failed = not (options.fail_workers or options.fail_coordinator)
+    while time.time() - began < RUN_TIMEOUT_S:
+        time.sleep(SAMPLE_EVERY_S)
+        try:
+            jobs = call("job_status", timeout_s=2.0)["jobs"]
+        except ServiceError as error:  # the coordinator restarting
+            show(f"status: {error}")
+            continue
+        now = time.time() - began
+        for name, job in jobs.items():
+            samples.append({"t": now, "job": name, "rate": job["query_rate"],
+                            "processed": job["processed"], "state": job["state"],
+                            "share": job["share"], "assigned": len(job["assigned_workers"])})
+        show(f"t={now:5.0f} s " + "  ".join(
+            f"{name} {job['state']} {100 * job['progress']:5.1f} % {job['query_rate']:7.1f} q/s"
+            for name, job in jobs.items()))
+        if all(job["state"] in ("done", "failed") for job in jobs.values()):
+            break
+        if not failed and now >= options.fail_after_s:
+            failures = _inject(options, now, show)
+            failed = True
+    return samples, failures
+
+
+def _inject(options: InferenceOptions, now: float,
+            show: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Kill busy workers at the same moment (their sub-jobs die half-done), then the
+    coordinator (Ray restarts it; it resumes from the store)."""
+    events: list[dict[str, Any]] = []
+    busy = [w for w in call("members")["workers"] if w["state"] == "busy"]
+    victims = [ray.get_actor(w["name"], namespace=NAMESPACE)
+               for w in busy[:options.fail_workers]]
+    for worker, handle in zip(busy, victims, strict=False):
+        ray.kill(handle, no_restart=True)
+        events.append({"t": now, "killed": worker["name"], "job": worker["job"],
+                       "sub_job": worker["sub_job"]})
+    if options.fail_coordinator:
+        ray.kill(service.coordinator(), no_restart=False)
+        events.append({"t": now, "killed": "coordinator"})
+    show(f"t={now:5.0f} s killed {', '.join(str(e['killed']) for e in events)}")
+    return events
+
+
+def _latencies(store: Storage, run_id: str) -> list[float]:
+    prefix = f"jobs/{run_id}/parts/"
+    values: list[float] = []
+    for name in store.names():
+        if name.startswith(prefix):
+            values.extend(json.loads(store.read_bytes(name))["latencies_s"])
+    return values
+
+
+def _sample(values: list[float], at_most: int = LATENCY_SAMPLE) -> list[float]:
+    """Evenly spaced order statistics: the CDF's shape, in a results line of bounded size."""
+    if len(values) <= at_most:
+        return sorted(values)
+    ordered = np.sort(values)
+    return [float(v) for v in ordered[np.linspace(0, len(ordered) - 1, at_most).astype(int)]]
+
+
+def exactly_once(store: Storage, job: dict[str, Any], size: str) -> dict[str, Any]:
+    """Every query answered exactly once, in order: the merged output is the model's own
+    answer to each query of the test set, computed again here."""
+    output = json.loads(store.read_bytes(f"jobs/{job['run_id']}/output.json"))
+    model = Mlp.from_bytes(store.read_bytes(store_file(f"{size}_model")))
+    queries = array_from_bytes(store.read_bytes(store_file(f"{size}_testset")), "testset")
+    expected = [model.predict_one(query) for query in queries]
+    merged = output["predictions"]
+    mismatched = sum(a != b for a, b in zip(merged, expected, strict=False))
+    return {"queries": len(queries), "answered": len(merged), "processed": job["processed"],
+            "lost": max(len(queries) - len(merged), 0),
+            "duplicated": max(len(merged) - len(queries), 0)
+            + max(job["processed"] - len(queries), 0),
+            "mismatched": mismatched, "accuracy": output["accuracy"],
+            "ok": merged == expected and job["processed"] == len(queries)}
+
+
+def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
+             samples: list[dict[str, Any]], failures: list[dict[str, Any]],
+             began: float) -> dict[str, Any]:
+    checks = {size: exactly_once(store, job, size) for size, job in final.items()
+              if job["state"] == "done"}
+    spreads = []
+    starved = 0
+    for t in sorted({row["t"] for row in samples}):
+        rows = [row for row in samples if row["t"] == t]
+        if t >= options.window_s and len(rows) == options.jobs and all(
+                row["state"] == "running" for row in rows):
+            value = spread([row["rate"] for row in rows])
+            if value is None:
+                starved += 1  # a running job answered nothing in the window
+            else:
+                spreads.append(value)
+    makespan = max((row["t"] for row in samples), default=time.time() - began)
+    total = sum(job["processed"] for job in final.values())
+    return {
+        "policy": options.policy, "workers": options.workers, "jobs": options.jobs,
+        "target": options.target,
+        "rate_spread_after_window": {
+            "max": max(spreads) if spreads else None,
+            "median": float(np.median(spreads)) if spreads else None,
+            "samples": len(spreads), "starved": starved},
+        "throughput_qps": total / makespan if makespan > 0 else None,
+        "makespan_s": makespan,
+        "jobs_final": {name: {key: job[key] for key in (
+            "state", "queries", "processed", "latency", "cost_per_query_s", "reruns",
+            "duplicates_discarded")} | {"accuracy": job.get("accuracy")}
+            for name, job in final.items()},
+        "failures": failures,
+        "exactly_once": {"ok": bool(checks) and len(checks) == len(final)
+                         and all(c["ok"] for c in checks.values()), "jobs": checks},
+    }
