@@ -483,8 +483,10 @@ def spot_lab_down(c: Context, lab: str | None = None, save_events: str | None = 
 
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions  # noqa: E402
 from workloads.inference.options import (  # noqa: E402
+    INFERENCE_SPEC,
     JOB_SPEC,
     SERVICE_SPEC,
+    InferenceOptions,
     ServiceOptions,
 )
 
@@ -507,13 +509,15 @@ def _inference(action: Callable[[], Any]) -> Any:
         raise _fail(error) from None
 
 
-@options_task(SERVICE_SPEC, INFER_TARGET_SPEC)
-def infer_up(c: Context, options: ServiceOptions, target: InferTargetOptions) -> None:
+@options_task(SERVICE_SPEC, LAB_SPEC, INFER_TARGET_SPEC)
+def infer_up(c: Context, options: ServiceOptions, lab_options: SpotLabOptions,
+             target: InferTargetOptions) -> None:
     """Bring the inference service up (a coordinator and --workers workers) on a new local
     spot lab, or on the Ray cluster at --address; it runs until infer-down."""
     from launch.inference import infer_up as up
 
-    record = _inference(lambda: up(options, address=target.address, stack=target.stack))
+    lab = lab_options.config(dashboard=False)
+    record = _inference(lambda: up(options, lab, address=target.address, stack=target.stack))
     where = f"spot lab {record.lab_id}" if record.lab_id else record.ray_address
     print(f"inference service up on {where}; file store {record.store}")
 
@@ -617,3 +621,27 @@ def job_status(c: Context, name: str | None = None, json: bool = False) -> None:
 
     answer = _inference(lambda: command("job_status", name) if name else command("job_status"))
     print(json_module.dumps(answer, indent=2) if json else format_status(answer))
+
+
+@options_task(INFERENCE_SPEC, LAB_SPEC, TARGET_SPEC)
+def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOptions,
+                  target: TargetOptions) -> None:
+    """The inference experiment in one command: the service up on a new spot lab (or
+    --address/--stack), models and test sets into its store, two (--jobs 3: three) jobs of
+    different cost with fair share, the failures when asked, results and figures."""
+    from launch.inference import run_inference as run
+    from launch.port_forward import SecretUnreadable
+    from launch.ray_jobs import JobFailed
+    from launch.targets import TargetError
+    from launch.tunnel import TunnelFailed
+
+    failures: tuple[type[Exception], ...] = (
+        ValueError, TunnelFailed, JobFailed, SecretUnreadable, TargetError,
+        pulumi_cli.PulumiError, *_inference_errors())
+    try:
+        folder = run(options, lab_options.config(), target.address, target.stack, target.out)
+    except failures as error:
+        raise _fail(error) from None
+    except RuntimeError as error:  # the workload failed; its own output said why
+        raise Exit(f"error: {error}", code=1) from None
+    print(f"results and figures in {folder}")

@@ -34,12 +34,6 @@ from workloads.inference.service import ServiceError
 
 STATE_DIR_ENV = "SPOTBURST_INFERENCE_STATE_DIR"
 RECORD_NAME = "service.json"
-DEFAULT_LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=2, alpha=1.0,
-                            dashboard=False)
-"""infer-up's lab without lab flags: two spot nodes of two workers each (one preemption takes
-two workers at once), one on-demand node for the coordinator; the chain never preempts
-(preempt by hand with `invoke spot-lab-interrupt` or a --alpha below 1)."""
-
 
 @dataclass(frozen=True, kw_only=True)
 class InferTargetOptions:
@@ -143,7 +137,7 @@ def _reload_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-def infer_up(options: ServiceOptions, lab: SpotLabConfig | None = None,
+def infer_up(options: ServiceOptions, lab: SpotLabConfig,
              address: str | None = None, stack: str | None = None) -> ServiceRecord:
     """Start the service (and, without --address, a spot lab for it) and record it."""
     from workloads.inference.service import start_coordinator
@@ -161,7 +155,7 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig | None = None,
     if address:
         ray_address, driver_env = address, {}
     else:
-        spot_lab = start_lab(lab or DEFAULT_LAB)
+        spot_lab = start_lab(lab)
         lab_id, ray_address, driver_env = (spot_lab.lab_id, spot_lab.ray_address,
                                            spot_lab.driver_env)
     try:

@@ -13,7 +13,8 @@ from workloads.inference.scheduler import POLICIES
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceOptions:
-    workers: int = option(4, "worker actors kept on the spot nodes", minimum=1, maximum=64)
+    workers: int = option(3, "worker actors kept on the spot nodes (one CPU each)", minimum=1,
+                          maximum=64)
     policy: str = option("fair", "fair: fair share of query rates; fcfs: first job first",
                          choices=POLICIES)
     rebalance_s: float = option(5.0, "seconds between fair-share rebalances",
@@ -72,8 +73,8 @@ JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a
 class InferenceOptions(ServiceOptions):
     """The service's flags, and the experiment's."""
 
-    jobs: int = option(2, "jobs run at once: small and large (and, with 3, medium-cost "
-                       "large with another batch size)", minimum=2, maximum=3)
+    jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
+                       "the medium one)", minimum=2, maximum=3)
     batch_size: int = option(20, "queries per sub-job", minimum=1)
     repeat: int = option(20, "the held-out digits (450) repeated this often per test set",
                          minimum=1)
