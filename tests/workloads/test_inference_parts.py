@@ -21,9 +21,11 @@ def test_shares_follow_cost_per_query_and_unmeasured_jobs_get_the_mean() -> None
 
 
 def simulate(policy: str, costs: dict[str, float], workers: int, seconds: float,
-             batch: int = 10) -> dict[str, float]:
+             batch: int = 10, busy: dict[str, float] | None = None) -> dict[str, float]:
     """Discrete-event run of the scheduler: each free worker takes a sub-job of `batch`
-    queries of the picked job; returns each job's query rate."""
+    queries of the picked job; returns each job's query rate (and fills `busy` with each
+    job's worker-seconds)."""
+    busy = {} if busy is None else busy
     scheduler = Scheduler(policy)
     for job in costs:
         scheduler.admit(job)
@@ -37,16 +39,19 @@ def simulate(policy: str, costs: dict[str, float], workers: int, seconds: float,
             break
         job = scheduler.pick(list(costs))
         assert job is not None
-        busy = batch * costs[job]
-        scheduler.charge(job, busy)
-        free_at[worker] = now + busy
+        scheduler.charge(job, batch)
+        free_at[worker] = now + batch * costs[job]
+        busy[job] = busy.get(job, 0.0) + batch * costs[job]
         answered[job] += batch
     return {job: count / seconds for job, count in answered.items()}
 
 
-def test_stride_pick_equalizes_query_rates_of_jobs_whose_costs_differ_4x() -> None:
-    rates = simulate("fair", {"small": 0.001, "large": 0.004}, workers=4, seconds=60.0)
+def test_stride_pick_gives_each_job_its_share_of_worker_time_and_equal_query_rates() -> None:
+    busy: dict[str, float] = {}
+    rates = simulate("fair", {"small": 0.001, "large": 0.004}, workers=4, seconds=60.0,
+                     busy=busy)
     assert spread(list(rates.values())) == pytest.approx(1.0, abs=0.01)
+    assert busy["large"] / busy["small"] == pytest.approx(4.0, rel=0.02)  # shares 0.8 / 0.2
     three = simulate("fair", {"a": 0.001, "b": 0.002, "c": 0.0045}, workers=3, seconds=60.0)
     assert spread(list(three.values())) == pytest.approx(1.0, abs=0.01)
 
@@ -60,7 +65,7 @@ def test_a_job_admitted_later_gets_no_credit_for_the_time_it_waited() -> None:
     scheduler = Scheduler("fair")
     scheduler.admit("a")
     scheduler.rebalance({"a": 1.0})
-    scheduler.charge("a", 100.0)
+    scheduler.charge("a", 100)
     scheduler.admit("b")
     assert scheduler.passes["b"] == scheduler.passes["a"]
     with pytest.raises(ValueError, match="--policy"):

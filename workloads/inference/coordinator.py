@@ -44,8 +44,6 @@ INCARNATION_FILE = "service/coordinator.json"
 TICK_S = 0.02
 PING_EVERY_S = 2.0
 DRAIN_CHECK_EVERY_S = 1.0
-DEFAULT_COST_S = 0.001
-"""Worker-seconds per query assumed for a job before its first sub-job is measured."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,7 @@ class InFlight:
     run_id: str
     sub_job: int
     dispatched_at: float
-    estimate_s: float
+    queries: int
 
 
 def _fail(error: str) -> dict[str, Any]:
@@ -301,12 +299,10 @@ class Coordinator:
             count = min(job.batch_size, job.queries - first)
             task = {"run_id": job.run_id, "sub_job": index, "first": first, "count": count,
                     "model": job.model, "testset": job.testset}
-            cost = window_cost(job.completions, time.time(), self.settings.window_s)
-            estimate = count * (cost if cost is not None else DEFAULT_COST_S)
-            self.scheduler.charge(name, estimate)
+            self.scheduler.charge(name, count)
             ref = slot.handle.run.remote(task)
             self.inflight[ref] = InFlight(slot.name, name, job.run_id, index, time.time(),
-                                          estimate)
+                                          count)
             slot.state, slot.job, slot.sub_job, slot.since = "busy", name, index, time.time()
 
     def _time_out(self, now: float) -> None:
@@ -341,7 +337,7 @@ class Coordinator:
         except RayActorError:
             self._worker_died(slot)
             if job is not None and job.run_id == flight.run_id:
-                self.scheduler.charge(job.name, -flight.estimate_s)
+                self.scheduler.charge(job.name, -flight.queries)
                 if job.state == "running" and flight.sub_job not in job.done:
                     job.pending.appendleft(flight.sub_job)
                     job.reruns += 1
@@ -360,7 +356,6 @@ class Coordinator:
         slot.job, slot.sub_job, slot.since = None, None, now
         if job is None or job.run_id != flight.run_id:
             return  # the job was removed or restarted meanwhile
-        self.scheduler.charge(job.name, busy - flight.estimate_s)
         if flight.sub_job in job.done:
             job.duplicates += 1  # answered before (by an earlier incarnation's worker)
             return

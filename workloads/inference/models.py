@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class Mlp:
         arrays = {f"w{i}": w for i, w in enumerate(self.weights)}
         arrays |= {f"b{i}": b for i, b in enumerate(self.biases)}
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, **cast(dict[str, Any], arrays))  # the stubs' **kwargs are bools
         return buffer.getvalue()
 
     @classmethod

@@ -4,10 +4,12 @@ first served (the baseline the benchmark compares with). Pure: no Ray, no clock.
 Fair share: every rebalance (5 s by default) each running job's cost per query (worker-seconds
 per query over the last 30 s) sets its share of the workers, in proportion to the cost, i.e.
 in inverse proportion to the query rate one worker reaches on it; a job with no measurement
-yet gets the mean share. Shares are fractions of a worker pool of whole workers, so a free
-worker is given by stride scheduling on worker-seconds: each job has a pass that grows by
-the worker-seconds it used divided by its share, and the job with the lowest pass goes next.
-Over time every job then gets its share of worker time, and equal query rates follow.
+yet gets the mean share. Shares are fractions of a pool of whole workers, so a free worker is
+given by stride scheduling: each job has a pass that grows, per query dispatched, by the
+worker-seconds the rebalance expects it to take divided by the job's share, and the job with
+the lowest pass goes next. Every job so gets its share of worker time, and equal query rates
+follow. Charging the rebalance's estimate rather than each sub-job's measured time keeps one
+slow sub-job (a busy machine, a cold cache) from skewing the next seconds.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def fair_shares(costs: Mapping[str, float | None]) -> dict[str, float]:
 class Scheduler:
     policy: str = "fair"
     shares: dict[str, float] = field(default_factory=dict)
+    costs: dict[str, float] = field(default_factory=dict)
+    """Worker-seconds per query each job is charged, as of the last rebalance."""
     passes: dict[str, float] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
     _arrivals: int = 0
@@ -53,12 +57,18 @@ class Scheduler:
         self.shares.setdefault(job, 1.0 / len(self.passes))
 
     def leave(self, job: str) -> None:
-        for table in (self.passes, self.shares, self.arrival):
+        """The job stopped or finished; its shares go to the others at the next rebalance."""
+        for table in (self.passes, self.shares, self.costs, self.arrival):
             table.pop(job, None)
 
     def rebalance(self, costs: Mapping[str, float | None]) -> dict[str, float]:
         """New shares from the running jobs' measured costs per query."""
-        self.shares = fair_shares({job: costs.get(job) for job in self.passes})
+        measured = {job: costs.get(job) for job in self.passes}
+        known = [cost for cost in measured.values() if cost is not None and cost > 0]
+        fallback = sum(known) / len(known) if known else 1.0
+        self.costs = {job: cost if cost is not None and cost > 0 else fallback
+                      for job, cost in measured.items()}
+        self.shares = fair_shares(measured)
         return dict(self.shares)
 
     def pick(self, candidates: Sequence[str]) -> str | None:
@@ -70,9 +80,9 @@ class Scheduler:
             return min(waiting, key=lambda job: self.arrival[job])
         return min(waiting, key=lambda job: (self.passes[job], self.arrival[job]))
 
-    def charge(self, job: str, worker_seconds: float) -> None:
-        """`job` used a worker for `worker_seconds` (an estimate at dispatch, corrected by the
-        difference at completion)."""
+    def charge(self, job: str, queries: int) -> None:
+        """`queries` of `job` were dispatched (negative: handed back, their worker died)."""
         if job in self.passes:
-            share = self.shares.get(job) or 1.0 / max(len(self.passes), 1)
-            self.passes[job] += worker_seconds / share
+            share = self.shares.get(job) or 1.0 / len(self.passes)
+            cost = self.costs.get(job, 1.0)
+            self.passes[job] += queries * cost / share
