@@ -254,8 +254,8 @@ class Coordinator:
         except Exception:
             return
         for slot in self.workers.values():
-            if slot.node_id in draining and slot.state in ("idle", "starting"):
-                slot.state = "draining"
+            if slot.node_id in draining and slot.state in ("idle", "starting", "busy"):
+                slot.state = "draining"  # no new sub-job; a busy one finishes its own
 
     def _ensure_workers(self) -> None:
         live = [s for s in self.workers.values() if s.state in ("starting", "idle", "busy")]
