@@ -98,9 +98,9 @@ def time_commands(lab: Any, scratch: Path) -> list[tuple[str, float, int]]:
     finally:
         service.stop_coordinator()
     worst: dict[str, tuple[float, int]] = {}
-    for command, seconds, code in timings:
-        worst[command] = (max(seconds, worst.get(command, (0.0, 0))[0]), code)
-    return [(command, seconds, code) for command, (seconds, code) in worst.items()]
+    for line, seconds, code in timings:
+        worst[line] = (max(seconds, worst.get(line, (0.0, 0))[0]), code)
+    return [(line, seconds, code) for line, (seconds, code) in worst.items()]
 
 
 def fmt(value: Any) -> str:

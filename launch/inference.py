@@ -131,7 +131,7 @@ def connected(address: str, driver_env: dict[str, str]) -> Iterator[None]:
 def _reload_auth() -> None:
     """Ray caches its auth mode and token per process: make it read the environment again
     (a driver of one lab after another, or after `import ray` saw no token)."""
-    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()

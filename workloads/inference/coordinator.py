@@ -121,7 +121,12 @@ def _fail(error: str) -> dict[str, Any]:
     return {"ok": False, "error": error}
 
 
-@ray.remote(max_restarts=-1, max_task_retries=-1, max_concurrency=16)
+COORDINATOR_OPTIONS = {"max_restarts": -1, "max_task_retries": -1, "max_concurrency": 16}
+"""Restarted by Ray whenever it dies, calls retried across a restart, commands answered
+beside the scheduling loop."""
+
+
+@ray.remote
 class Coordinator:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = ServiceSettings(**settings)

@@ -13,7 +13,12 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from vocab.spot import ON_DEMAND_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.common.storage import Storage
-from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE, Coordinator
+from workloads.inference.coordinator import (
+    COORDINATOR_NAME,
+    COORDINATOR_OPTIONS,
+    NAMESPACE,
+    Coordinator,
+)
 from workloads.inference.worker import store_file
 
 COMMAND_TIMEOUT_S = 1.5
@@ -34,7 +39,7 @@ def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
         raise ServiceError("the inference service is already up on this cluster "
                            "(infer-down first)")
     options: dict[str, Any] = {"name": COORDINATOR_NAME, "namespace": NAMESPACE,
-                               "lifetime": "detached", "num_cpus": 0}
+                               "lifetime": "detached", "num_cpus": 0, **COORDINATOR_OPTIONS}
     if on_demand:
         options["resources"] = {ON_DEMAND_RESOURCE: 0.5}
     handle = start_actor(Coordinator, settings, options=options)
