@@ -103,7 +103,9 @@ def test_fair_share_keeps_rates_of_a_cheap_and_a_costly_job_within_5_percent(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     running_service(bundle, repeat=200, rebalance_s=1.0, window_s=8.0)
     add_and_start(batch_size=50)
-    time.sleep(18.0)  # the first window and a few rebalances: the "after 30 s"
+    wait_for(lambda: (status := _status_or_none()) and all(
+        job["processed"] > 0 for job in status["jobs"].values()), 120.0, "both jobs answering")
+    time.sleep(12.0)  # a full window and rebalances after that: the "after 30 s"
     spreads = []
     for _ in range(3):
         jobs = call("job_status")["jobs"]
@@ -133,8 +135,8 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     store = running_service(bundle, repeat=3, rebalance_s=1.0, window_s=8.0)
     add_and_start(batch_size=10)
-    wait_for(lambda: all(job["progress"] > 0.2 for job in call("job_status")["jobs"].values()),
-             60.0, "both jobs 20 % done")
+    wait_for(lambda: (status := _status_or_none()) and all(
+        job["progress"] > 0.2 for job in status["jobs"].values()), 120.0, "both jobs 20 % done")
     victims = wait_for(lambda: busy_workers()[:2] if len(busy_workers()) >= 2 else None,
                        20.0, "two busy workers")
     for victim in victims:  # the same moment, each in the middle of a sub-job
@@ -145,9 +147,9 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
     status = wait_for(lambda: _status_or_none(), 60.0, "job-status after the restart")
     assert status["coordinator_incarnation"] == 2
     assert status["jobs"]["small"]["processed"] > 0
-    final = wait_for(lambda: (lambda jobs: jobs if all(j["state"] == "done" for j in
-                                                       jobs.values()) else None)(
-        call("job_status")["jobs"]), 90.0, "both jobs done")
+    final = wait_for(lambda: (status := _status_or_none()) and all(
+        job["state"] == "done" for job in status["jobs"].values()) and status["jobs"],
+        120.0, "both jobs done")
     for size in ("small", "large"):
         job = final[size]
         assert job["processed"] == job["queries"]
