@@ -1,0 +1,116 @@
+"""Elastic training on a real spot lab (one on-demand and two spot nodes, one CPU each): a
+spot node is interrupted mid-training; its worker sees the notice, the run checkpoints at
+that step before the node's deadline, shrinks to the two nodes left, resumes from that
+checkpoint and finishes with every step computed exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import procs
+from spotlab import SpotLab, SpotLabConfig, spot_lab
+from spotlab.state import STATE_DIR_ENV
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 240
+INTERRUPT_AT_STEP = 30
+LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=1, alpha=1.0, warning_s=4.0,
+                    replace_delay_s=600.0, object_store_mb=80, dashboard=False)
+"""α = 1: no chain preemption, the test interrupts spot-0 itself; no replacement comes."""
+PROGRESS = re.compile(r"elastic: step (\d+)/\d+ on (\d+) workers")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpotLab]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
+        with spot_lab(LAB) as running:
+            yield running
+
+
+def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str | None]:
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+@pytest.fixture(scope="module")
+def run(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("elastic") / "results"
+    command = [sys.executable, "-m", "workloads.elastic", "-m", "3",
+               "--cluster-rescale-timeout", "600", "--notice-poll", "0.2",
+               "--out", str(out), "--", "--steps", str(STEPS), "--step-time", "0.05",
+               "--eval-every", "80"]
+    process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **lab.driver_env},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log: list[str] = []
+    interrupted_after: int | None = None
+    try:
+        lines = lines_of(process)
+        deadline = time.monotonic() + 240
+        while (line := lines.get(timeout=max(1.0, deadline - time.monotonic()))) is not None:
+            log.append(line)
+            progress = PROGRESS.search(line)
+            if (interrupted_after is None and progress and int(progress[2]) == 3
+                    and int(progress[1]) >= INTERRUPT_AT_STEP):
+                lab.interrupt("spot-0")
+                interrupted_after = int(progress[1])
+        process.wait(timeout=30)
+    finally:
+        procs.stop(process)
+    assert process.returncode == 0, "".join(log[-60:])
+    assert interrupted_after is not None, "".join(log[-60:])
+    summary = json.loads((out / "summary.json").read_text())
+    records = {path.stem: [json.loads(row) for row in path.read_text().splitlines()]
+               for path in (out / "records").glob("*.jsonl")}
+    return {"summary": summary, "records": records, "events": lab.events(),
+            "interrupted_after": interrupted_after,
+            "provenance": json.loads((out / "provenance.json").read_text())}
+
+
+def test_every_step_done_once_across_the_preemption(run: dict[str, Any]) -> None:
+    summary, steps = run["summary"], run["records"]["steps"]
+    assert summary["completed"] and summary["lost_steps"] == 0
+    assert sorted(row["step"] for row in steps) == list(range(STEPS))
+    assert summary["preemptions"] == 1 and summary["notices_honoured"] == summary["notices"] == 1
+    assert summary["final_metrics"]["test_accuracy"] >= 0.9
+
+
+def test_checkpoint_at_the_notice_before_the_deadline_and_resumed_from(
+        run: dict[str, Any]) -> None:
+    [restart] = run["summary"]["restarts"]
+    records, events = run["records"], run["events"]
+    notice_event = next(e for e in events if e["event"] == "notice" and e["node"] == "spot-0")
+    kill = next(e for e in events if e["event"] == "kill" and e["node"] == "spot-0")
+    [saved] = [c for c in records["checkpoints"] if c["reason"] == "notice"]
+    seen = [n for n in records["notices"] if n["source"] == "imds" and not n.get("agreed")]
+    assert {n["node_id"] for n in seen} == {notice_event["ray_node_id"]}  # its own node's
+    assert notice_event["t"] <= min(n["t"] for n in seen) < saved["t"] < kill["t"]
+    assert saved["step"] >= run["interrupted_after"] - 1  # no earlier than the notice
+    assert restart["cause"] == "preemption"
+    assert restart["resumed_from_step"] == saved["step"] == restart["last_step_before"]
+    assert (restart["workers_before"], restart["workers_after"]) == (3, 2)
+    second = [row for row in records["steps"] if row["attempt"] == restart["attempt"]]
+    assert second[0]["step"] == saved["step"] + 1 and second[0]["world_size"] == 2
+    assert run["provenance"]["inputs"]["script"]["file"] == "digits_cnn.py"

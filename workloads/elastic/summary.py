@@ -1,0 +1,69 @@
+"""The run's headline numbers, from the ledger's records alone (pure: no Ray)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+def summarize(record: dict[str, Any], started: float, ended: float) -> dict[str, Any]:
+    """Steps, lost steps (steps computed more than once), restarts with their cause, lost
+    steps and time to resume, notices honoured, worker counts over time."""
+    steps, attempts = record["steps"], record["attempts"]
+    executions = Counter(row["step"] for row in steps)
+    total = record.get("total_steps")
+    restarts = [_restart(record, attempt) for attempt in attempts[1:]]
+    notices = [n for n in record["notices"] if n.get("agreed")]
+    honoured = [n for n in notices if _honoured(record, n)]
+    final = {k: v for k, v in record["final"].items() if k != "t"}
+    return {
+        "total_steps": total,
+        "steps_done": len(executions),
+        "step_executions": sum(executions.values()),
+        "completed": total is not None and set(executions) == set(range(total)),
+        "lost_steps": sum(count - 1 for count in executions.values()),
+        "preemptions": sum(1 for r in restarts if r["cause"] == "preemption"),
+        "restarts": restarts,
+        "notices": len(notices),
+        "notices_honoured": len(honoured),
+        "checkpoints": Counter(c["reason"] for c in record["checkpoints"]),
+        "worker_counts": [{"t": a["t"] - started, "workers": a["world_size"]}
+                          for a in attempts],
+        "final_metrics": final,
+        "wall_time_s": ended - started,
+    }
+
+
+def _restart(record: dict[str, Any], attempt: dict[str, Any]) -> dict[str, Any]:
+    """One restart: what it resumed from, the steps it threw away, how long it took."""
+    number = attempt["attempt"]
+    before = [s for s in record["steps"] if s["attempt"] < number]
+    after = [s for s in record["steps"] if s["attempt"] == number]
+    previous = [s for s in before if s["attempt"] == number - 1]
+    noticed = [n for n in record["notices"] if n["attempt"] == number - 1]
+    last_done = max((s["step"] for s in before), default=-1)
+    resumed = attempt["resumed_from_step"]
+    stopped_at = min([n["t"] for n in noticed] or [previous[-1]["t"] if previous else
+                                                   attempt["t"]])
+    return {
+        "attempt": number,
+        "cause": "preemption" if noticed else "resize or failure",
+        "workers_before": record["attempts"][number - 1]["world_size"],
+        "workers_after": attempt["world_size"],
+        "resumed_from_step": resumed,
+        "last_step_before": last_done,
+        "lost_steps": last_done - (-1 if resumed is None else resumed),
+        "time_to_resume_s": (after[0]["t"] - stopped_at) if after else None,
+    }
+
+
+def _honoured(record: dict[str, Any], notice: dict[str, Any]) -> bool:
+    """A notice is honoured when its checkpoint landed before the node's deadline (the
+    earliest deadline any rank of that attempt saw; Ray's drain alone: before the kill)."""
+    deadlines = [n["deadline"] for n in record["notices"]
+                 if n["attempt"] == notice["attempt"] and n.get("deadline")]
+    saved = [c for c in record["checkpoints"]
+             if c["attempt"] == notice["attempt"] and c["reason"] == "notice"]
+    if not saved:
+        return False
+    return not deadlines or saved[0]["t"] <= min(deadlines)
