@@ -28,6 +28,7 @@ from spotlab.options import LAB_SPEC, SpotLabOptions
 from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.options import OptionError, OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
+from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
 CREDENTIALS_HINT = "configure AWS credentials (`aws configure` or `aws sso login`)"
@@ -645,3 +646,55 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
     except RuntimeError as error:  # the workload failed; its own output said why
         raise Exit(f"error: {error}", code=1) from None
     print(f"results and figures in {folder}")
+
+
+# --- elastic training on spot (workloads/elastic) ------------------------------------------
+
+
+def _with_short_flags(task_object: Task, short_flags: dict[str, str]) -> Task:
+    """Give some of a task's long flags a one-letter alias (`-f` for `--script`)."""
+    by_dest = {flag.removeprefix("--").replace("-", "_"): short.removeprefix("-")
+               for short, flag in short_flags.items()}
+    long_names = task_object.arg_opts
+
+    def arg_opts(name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        opts = long_names(name, default, taken_names)
+        if name in by_dest:
+            opts["names"].append(by_dest[name])
+        return opts
+
+    task_object.arg_opts = arg_opts  # type: ignore[method-assign]
+    return task_object
+
+
+@options_task(ELASTIC_SPEC, LAB_SPEC, TARGET_SPEC)
+def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions,
+                target: TargetOptions) -> None:
+    """Elastic training on spot: `-f SCRIPT -m MAX -- SCRIPT_ARGS` (no -f: the digits CNN) on
+    Ray Train V2; a notice checkpoints at once, the run rescales and resumes losing no step.
+    Local default: a fresh spot lab (--spot/--on-demand...); --address or --stack."""
+    from dataclasses import replace
+
+    from launch.elastic import run_elastic as run
+    from launch.port_forward import SecretUnreadable
+    from launch.ray_jobs import JobFailed
+    from launch.targets import TargetError
+    from launch.tunnel import TunnelFailed
+    from workloads.elastic.entry import ScriptError
+
+    failures: tuple[type[Exception], ...] = (
+        ValueError, TargetError, ScriptError, TunnelFailed, JobFailed, SecretUnreadable,
+        pulumi_cli.PulumiError, *_spot_lab_errors(), *_aws_errors(),
+    )
+    try:
+        if c.remainder:
+            options = replace(options, script_args=c.remainder)
+        folder = run(options, target, lab_options)
+    except failures as error:
+        raise _fail(error) from None
+    except RuntimeError as error:  # the workload failed; its own output said why
+        raise Exit(f"error: {error}", code=1) from None
+    print(f"results and figure in {folder}")
+
+
+run_elastic = _with_short_flags(run_elastic, SHORT_FLAGS)

@@ -17,9 +17,9 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
 def staged_working_dir(
     project_dir: Path, inputs: dict[str, Path]
 ) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A temporary copy of the code packages and inputs; yields the folder and, per input
-    flag, the file's path relative to it. A folder named `ray` would shadow the package in
-    the job, so none is ever staged at the top."""
+    """A temporary copy of the code packages and inputs (files, or folders copied whole);
+    yields the folder and, per input flag, the input's path relative to it. A folder named
+    `ray` would shadow the package in the job, so none is ever staged at the top."""
     with TemporaryDirectory(prefix="spotburst-job-") as folder:
         root = Path(folder)
         for package in CODE_PACKAGES:
@@ -27,9 +27,13 @@ def staged_working_dir(
                 shutil.copytree(project_dir / package, root / package, ignore=IGNORED)
         relative: dict[str, str] = {}
         for index, (flag, path) in enumerate(sorted(inputs.items())):
+            staged = Path("inputs") / str(index) / path.name
+            if path.is_dir():  # a folder input (elastic's --working-dir) travels whole
+                shutil.copytree(path, root / staged, ignore=IGNORED)
+                relative[flag] = staged.as_posix()
+                continue
             if not path.is_file():
                 raise FileNotFoundError(f"{flag} {path}: no such file")
-            staged = Path("inputs") / str(index) / path.name
             (root / staged).parent.mkdir(parents=True)
             shutil.copy2(path, root / staged)
             relative[flag] = staged.as_posix()
