@@ -14,7 +14,12 @@ which Ray raises when a node is drained for preemption, e.g. an evicted KubeRay 
 every step the ranks agree (one all-reduce) whether any of them has a notice; if so, rank 0
 checkpoints *this* step at once and every rank holds: no further step is computed that a
 restart would throw away. Ray Train then restarts the worker group on the nodes that are
-left and it resumes from that checkpoint. Steps, notices, checkpoints and holds go to the
+left and it resumes from that checkpoint.
+
+Growing works the same way: Ray Train restarts the worker group to use returned capacity
+(every --cluster-rescale-timeout s) from the latest checkpoint, so rank 0 watches for
+capacity beyond the current workers and, once it is there, every rank checkpoints and holds
+until that restart. Steps, notices, checkpoints and holds go to the
 run's ledger (workloads/elastic/ledger.py), from which the driver accounts for every step.
 """
 
@@ -39,6 +44,7 @@ SETTINGS_KEY = "spotburst_elastic"
 STATE_FILE = "state.pt"
 STEP_FILE = "step.json"
 HOLD_POLL_S = 0.2
+GROW_HOLD_MARGIN_S = 10.0
 
 
 class ElasticLoop:
@@ -50,6 +56,9 @@ class ElasticLoop:
         self.checkpoint_every = int(settings["checkpoint_every"])
         self.on_notice = str(settings["on_notice"])
         self.hold_s = float(settings["checkpoint_timeout"])
+        self.grow_hold_s = float(settings["cluster_rescale_timeout"]) + GROW_HOLD_MARGIN_S
+        self.max_workers = int(settings["max_workers"])
+        self.worker_resources: dict[str, float] = dict(settings["resources_per_worker"])
         context = ray.train.get_context()
         self.rank = context.get_world_rank()
         self.world_size = context.get_world_size()
@@ -76,8 +85,14 @@ class ElasticLoop:
         self._noticed: bool = False
         self._lock: threading.Lock = threading.Lock()
         self._errors: int = 0
+        self._room: bool = False
+        self._grew: bool = False
+        poll_s = float(settings["notice_poll"])
         self._stop_watching: threading.Event = NoticeWatcher(timeout_s=1.0).watch(
-            self._on_notice, poll_s=float(settings["notice_poll"]), on_error=self._on_error)
+            self._on_notice, poll_s=poll_s, on_error=self._on_error)
+        if self.rank == 0 and self.world_size < self.max_workers:
+            threading.Thread(target=self._watch_capacity, args=(poll_s,), name="capacity",
+                             daemon=True).start()
 
     # --- the script's side ------------------------------------------------------------------
 
@@ -94,7 +109,7 @@ class ElasticLoop:
         if self.rank == 0:
             self.ledger.step.remote({"attempt": self.attempt, "step": step, "t": now,
                                      "world_size": self.world_size, **metrics})
-        source = self._agreed_notice()
+        source, room = self._agreed_signals()
         reason = None
         if source is not None and not self._noticed:
             self._noticed = True
@@ -103,6 +118,9 @@ class ElasticLoop:
                                            "source": source, "step": step, "t": time.time()})
             if self.on_notice == "checkpoint":
                 reason = "notice"
+        if reason is None and room and not self._grew and step + 1 < self.total_steps:
+            self._grew = True
+            reason = "grow"
         if reason is None and self.checkpoint_every and (step + 1) % self.checkpoint_every == 0:
             reason = "periodic"
         if reason is None and step + 1 == self.total_steps:
@@ -110,7 +128,9 @@ class ElasticLoop:
         if reason is not None:
             self._save(step, metrics, state, reason)
         if reason == "notice":
-            self._hold(step)
+            self._hold(step, self.hold_s)
+        elif reason == "grow":
+            self._hold(step, self.grow_hold_s)
 
     def finish(self, metrics: dict[str, Any]) -> None:
         """The run's final metrics (from rank 0), then stop watching for notices."""
@@ -131,23 +151,39 @@ class ElasticLoop:
     def _on_error(self, error: NoticeError) -> None:
         self._errors += 1  # no metadata service here (not a spot node): nothing to watch
 
-    def _agreed_notice(self) -> str | None:
-        """Whether any rank has a notice (the same answer on every rank): 'imds' for a
-        node's metadata notice, 'ray-drain' for Ray's preemption drain, else None."""
+    def _agreed_signals(self) -> tuple[str | None, bool]:
+        """The same answer on every rank: whether any rank has a notice ('imds' for a
+        node's metadata notice, 'ray-drain' for Ray's preemption drain, else None), and
+        whether rank 0 saw room for more workers."""
         import torch
         import torch.distributed as dist
 
         with self._lock:
-            local = 1.0 if self._notice is not None else 0.0
+            flags = [1.0 if self._notice is not None else 0.0, 1.0 if self._room else 0.0]
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
             import ray.train.torch
 
-            flag = torch.tensor([local], device=ray.train.torch.get_device())
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            local = float(flag.item())
-        if local > 0:
-            return "imds"
-        return "ray-drain" if ray.train.get_preemption_info() is not None else None
+            agreed = torch.tensor(flags, device=ray.train.torch.get_device())
+            dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+            flags = [float(value) for value in agreed.tolist()]
+        room = flags[1] > 0
+        if flags[0] > 0:
+            return "imds", room
+        drain = ray.train.get_preemption_info() is not None
+        return ("ray-drain" if drain else None), room
+
+    # --- capacity (rank 0) ------------------------------------------------------------------
+
+    def _watch_capacity(self, poll_s: float) -> None:
+        while not self._stop_watching.wait(poll_s):
+            try:
+                fits = workers_that_fit(self.worker_resources)
+            except Exception:  # a GCS hiccup: ask again at the next poll
+                continue
+            if min(fits, self.max_workers) > self.world_size:
+                with self._lock:
+                    self._room = True
+                return
 
     # --- checkpoints and the hold -----------------------------------------------------------
 
@@ -168,15 +204,31 @@ class ElasticLoop:
         else:
             ray.train.report(report)
 
-    def _hold(self, step: int) -> None:
-        """After a notice checkpoint: compute nothing a restart would throw away. Ray Train
-        ends this worker group when the node goes (its deadline); if no restart comes
-        within --checkpoint-timeout, training goes on from here."""
+    def _hold(self, step: int, limit_s: float) -> None:
+        """After a notice (or grow) checkpoint: compute nothing a restart would throw away.
+        Ray Train ends this worker group when the node goes (its deadline), or to grow; if
+        no restart comes within `limit_s`, training goes on from here."""
         begin = time.time()
         if self.rank == 0:
             self.ledger.hold.remote({"attempt": self.attempt, "step": step, "t": begin})
-        while time.time() < begin + self.hold_s:
+        while time.time() < begin + limit_s:
             time.sleep(HOLD_POLL_S)
         if self.rank == 0:
             self.ledger.hold.remote({"attempt": self.attempt, "step": step, "t": time.time(),
                                      "expired": True})
+
+
+def workers_that_fit(resources_per_worker: dict[str, float]) -> int:
+    """How many workers the alive nodes that are not draining hold, by their total
+    resources (one job per cluster, as Ray Train's elastic policy assumes)."""
+    from ray._private.state import state
+
+    draining = set(state.get_draining_nodes())
+    count = 0
+    for node in ray.nodes():
+        if not node["Alive"] or node["NodeID"] in draining:
+            continue
+        total = node["Resources"]
+        count += int(min(total.get(name, 0.0) // need
+                         for name, need in resources_per_worker.items() if need > 0))
+    return count

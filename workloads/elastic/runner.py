@@ -67,8 +67,15 @@ def train_config(options: ElasticOptions, ledger_name: str) -> dict[str, Any]:
             "checkpoint_timeout": options.checkpoint_timeout,
             "on_notice": options.on_notice,
             "notice_poll": options.notice_poll,
+            "cluster_rescale_timeout": options.cluster_rescale_timeout,
+            "max_workers": options.max_workers,
+            "resources_per_worker": resources_per_worker(options),
         },
     }
+
+
+def resources_per_worker(options: ElasticOptions) -> dict[str, float]:
+    return {"CPU": options.cpus, **({"GPU": options.gpus} if options.gpus else {})}
 
 
 def make_trainer(options: ElasticOptions, config: dict[str, Any], name: str, storage: str,
@@ -82,7 +89,7 @@ def make_trainer(options: ElasticOptions, config: dict[str, Any], name: str, sto
     workers: int | tuple[int, int] = (
         options.max_workers if options.min_workers == options.max_workers
         else (options.min_workers, options.max_workers))
-    resources = {"CPU": options.cpus, **({"GPU": options.gpus} if options.gpus else {})}
+    resources = resources_per_worker(options)
     return TorchTrainer(
         train_entry,
         train_loop_config=config,

@@ -41,13 +41,15 @@ def _restart(record: dict[str, Any], attempt: dict[str, Any]) -> dict[str, Any]:
     after = [s for s in record["steps"] if s["attempt"] == number]
     previous = [s for s in before if s["attempt"] == number - 1]
     noticed = [n for n in record["notices"] if n["attempt"] == number - 1]
+    grown = [c for c in record["checkpoints"]
+             if c["attempt"] == number - 1 and c["reason"] == "grow"]
     last_done = max((s["step"] for s in before), default=-1)
     resumed = attempt["resumed_from_step"]
     stopped_at = min([n["t"] for n in noticed] or [previous[-1]["t"] if previous else
                                                    attempt["t"]])
     return {
         "attempt": number,
-        "cause": "preemption" if noticed else "resize or failure",
+        "cause": "preemption" if noticed else "grow" if grown else "resize or failure",
         "workers_before": record["attempts"][number - 1]["world_size"],
         "workers_after": attempt["world_size"],
         "resumed_from_step": resumed,
