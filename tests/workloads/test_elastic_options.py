@@ -59,28 +59,33 @@ def test_accounting_counts_steps_computed_twice() -> None:
     between; the notice-driven one loses none."""
     steps = [{"attempt": 0, "step": s, "t": 1.0 + s} for s in range(10)]
     steps += [{"attempt": 1, "step": s, "t": 10.0 + s} for s in range(10, 15)]
-    steps += [{"attempt": 2, "step": s, "t": 28.0 + s} for s in range(12, 20)]
+    steps += [{"attempt": 2, "step": s, "t": 28.0 + s} for s in range(12, 16)]
+    steps += [{"attempt": 3, "step": s, "t": 40.0 + s} for s in range(16, 20)]
     record = {
         "total_steps": 20,
         "attempts": [
             {"attempt": 0, "t": 0.0, "world_size": 3, "resumed_from_step": None},
             {"attempt": 1, "t": 18.0, "world_size": 2, "resumed_from_step": 9},
-            {"attempt": 2, "t": 38.0, "world_size": 3, "resumed_from_step": 11},
+            {"attempt": 2, "t": 38.0, "world_size": 2, "resumed_from_step": 11},
+            {"attempt": 3, "t": 50.0, "world_size": 3, "resumed_from_step": 15},
         ],
         "steps": steps,
         "notices": [{"attempt": 0, "agreed": True, "t": 10.5},
                     {"attempt": 0, "rank": 2, "t": 10.2, "deadline": 14.0}],
         "checkpoints": [{"attempt": 0, "step": 9, "reason": "notice", "t": 11.0},
-                        {"attempt": 1, "step": 11, "reason": "periodic", "t": 22.0}],
+                        {"attempt": 1, "step": 11, "reason": "periodic", "t": 22.0},
+                        {"attempt": 2, "step": 15, "reason": "grow", "t": 44.0}],
         "final": {"t": 60.0, "test_accuracy": 0.97},
     }
     summary = summarize(record, started=0.0, ended=60.0)
     assert summary["completed"] and summary["steps_done"] == 20
     assert summary["lost_steps"] == 3 and summary["step_executions"] == 23
-    first, second = summary["restarts"]
+    first, second, third = summary["restarts"]
     assert first["cause"] == "preemption" and first["lost_steps"] == 0
     assert first["time_to_resume_s"] == pytest.approx(20.0 - 10.2)
     assert (first["workers_before"], first["workers_after"]) == (3, 2)
     assert second["cause"] == "resize or failure" and second["lost_steps"] == 3
+    assert third["cause"] == "grow" and third["lost_steps"] == 0
+    assert (third["workers_before"], third["workers_after"]) == (2, 3)
     assert summary["preemptions"] == 1 and summary["notices_honoured"] == 1
     assert summary["final_metrics"] == {"test_accuracy": 0.97}

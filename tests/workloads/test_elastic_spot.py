@@ -6,32 +6,23 @@ checkpoint and finishes with every step computed exactly once."""
 from __future__ import annotations
 
 import json
-import os
-import queue
-import re
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import procs
+from benchmarks.elastic_lost_work import run_with_interrupts
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = 240
 INTERRUPT_AT_STEP = 30
 LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=1, alpha=1.0, warning_s=4.0,
                     replace_delay_s=600.0, object_store_mb=80, dashboard=False)
-"""α = 1: no chain preemption, the test interrupts spot-0 itself; no replacement comes."""
-PROGRESS = re.compile(r"elastic: step (\d+)/\d+ on (\d+) workers")
+"""α = 1: no chain preemption, the test interrupts spot-0 (the first spot node) itself; no
+replacement comes."""
 
 
 @pytest.fixture(scope="module")
@@ -42,50 +33,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpotLab]:
             yield running
 
 
-def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str | None]:
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    return lines
-
-
 @pytest.fixture(scope="module")
 def run(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("elastic") / "results"
-    command = [sys.executable, "-m", "workloads.elastic", "-m", "3",
-               "--cluster-rescale-timeout", "600", "--notice-poll", "0.2",
-               "--out", str(out), "--", "--steps", str(STEPS), "--step-time", "0.05",
-               "--eval-every", "80"]
-    process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **lab.driver_env},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log: list[str] = []
-    interrupted_after: int | None = None
-    try:
-        lines = lines_of(process)
-        deadline = time.monotonic() + 240
-        while (line := lines.get(timeout=max(1.0, deadline - time.monotonic()))) is not None:
-            log.append(line)
-            progress = PROGRESS.search(line)
-            if (interrupted_after is None and progress and int(progress[2]) == 3
-                    and int(progress[1]) >= INTERRUPT_AT_STEP):
-                lab.interrupt("spot-0")
-                interrupted_after = int(progress[1])
-        process.wait(timeout=30)
-    finally:
-        procs.stop(process)
-    assert process.returncode == 0, "".join(log[-60:])
-    assert interrupted_after is not None, "".join(log[-60:])
+    code, log, interrupted = run_with_interrupts(lab, out, [
+        "-m", "3", "--cluster-rescale-timeout", "600", "--notice-poll", "0.2", "--",
+        "--steps", str(STEPS), "--step-time", "0.05", "--eval-every", "80"],
+        interrupt_at=[INTERRUPT_AT_STEP], timeout_s=240)
+    assert code == 0, "".join(log[-60:])
+    assert len(interrupted) == 1, "".join(log[-60:])
     summary = json.loads((out / "summary.json").read_text())
     records = {path.stem: [json.loads(row) for row in path.read_text().splitlines()]
                for path in (out / "records").glob("*.jsonl")}
     return {"summary": summary, "records": records, "events": lab.events(),
-            "interrupted_after": interrupted_after,
+            "interrupted_after": interrupted[0],
             "provenance": json.loads((out / "provenance.json").read_text())}
 
 
