@@ -7,9 +7,11 @@ half-written folder behind.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from workloads.common.options import option
 from workloads.common.storage import Storage, open_storage
 from workloads.common.transport import encode
 
@@ -17,6 +19,27 @@ from workloads.common.transport import encode
 def default_location(workload: str, now: datetime | None = None) -> str:
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     return f"results/{workload}/{stamp}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultsOptions:
+    """The flags a launcher sets on a workload's command line for each target: where the
+    results go and the target's label. A workload's options dataclass inherits them."""
+
+    out: str | None = option(
+        None,
+        "results folder or s3://bucket/prefix (not set: results/<workload>/<timestamp>)",
+        launcher=True,
+    )
+    s3_endpoint: str | None = option(
+        None, "S3 endpoint URL for --out s3://... (a local S3)", launcher=True
+    )
+    results_to_log: bool = option(
+        False,
+        "also print the results as one line of the log (for a launcher without a bucket)",
+        launcher=True,
+    )
+    target: str = option("local", "where this runs, as recorded in summary.json", launcher=True)
 
 
 def _json_bytes(document: Any) -> bytes:

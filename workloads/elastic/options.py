@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from workloads.common.results import ResultsOptions
 
 EXAMPLE_SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "elastic" / "digits_cnn.py"
 SHORT_FLAGS = {"-f": "--script", "-d": "--working-dir", "-m": "--max-workers"}
@@ -18,7 +19,7 @@ SHORT_FLAGS = {"-f": "--script", "-d": "--working-dir", "-m": "--max-workers"}
 
 
 @dataclass(frozen=True, kw_only=True)
-class ElasticOptions:
+class ElasticOptions(ResultsOptions):
     script: Path = option(
         EXAMPLE_SCRIPT,
         "training script defining train_loop_per_worker(config) (relative to --working-dir "
@@ -60,20 +61,6 @@ class ElasticOptions:
     )
     seed: int = option(0, "seed handed to the script (config['seed'])", minimum=0)
     script_args: str = option("", "the script's own arguments (what follows `--`)")
-    out: str | None = option(
-        None,
-        "results folder or s3://bucket/prefix (not set: results/elastic/<timestamp>)",
-        launcher=True,
-    )
-    s3_endpoint: str | None = option(
-        None, "S3 endpoint URL for --out s3://... (a local S3)", launcher=True
-    )
-    results_to_log: bool = option(
-        False,
-        "also print the results as one line of the log (for a launcher without a bucket)",
-        launcher=True,
-    )
-    target: str = option("local", "where this runs, as recorded in summary.json", launcher=True)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -126,5 +113,6 @@ ELASTIC_SPEC = OptionSpec(
     prog="python -m workloads.elastic",
     description="Elastic data-parallel training on Ray Train V2 that checkpoints at a spot "
     "notice, rescales to the nodes left and resumes without losing a step; writes "
-    "summary.json, provenance.json and records/.",
+    "summary.json, provenance.json and records/. -f, -d and -m are short for --script, "
+    "--working-dir and --max-workers; what follows `--` is the script's own argv.",
 )
