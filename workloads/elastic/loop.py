@@ -127,7 +127,7 @@ class ElasticLoop:
             reason = "final"
         if reason is not None:
             self._save(step, metrics, state, reason)
-        if reason == "notice":
+        if reason == "notice" and step + 1 < self.total_steps:  # after the last: just end
             self._hold(step, self.hold_s)
         elif reason == "grow":
             self._hold(step, self.grow_hold_s)
