@@ -23,11 +23,17 @@ def draw(folder: Path) -> list[Path]:
     checkpoints = read_records(storage, "checkpoints")
 
     figure, (workers_axes, loss_axes) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
-    times = [a["t_run"] for a in attempts] + [summary["wall_time_s"]]
-    counts = [a["world_size"] for a in attempts]
+    # workers training: each group's size from its start, none from a hold to the restart
+    # (or to the hold's expiry)
+    size = {a["attempt"]: a["world_size"] for a in attempts}
+    changes = sorted([(a["t_run"], a["world_size"]) for a in attempts]
+                     + [(h["t_run"], size[h["attempt"]] if h.get("expired") else 0)
+                        for h in read_records(storage, "holds")])
+    times = [t for t, _ in changes] + [summary["wall_time_s"]]
+    counts = [count for _, count in changes]
     workers_axes.step(times, [*counts, counts[-1] if counts else 0], where="post",
                       color="tab:blue")
-    workers_axes.set(ylabel="workers", ylim=(0, max(counts or [1]) + 0.5),
+    workers_axes.set(ylabel="workers training", ylim=(0, max(counts or [1]) + 0.5),
                      title=f"{summary['script']}: {summary['steps_done']} steps, "
                            f"lost {summary['lost_steps']}, {summary['preemptions']} preemptions")
     loss_axes.plot([s["t_run"] for s in steps], [s["loss"] for s in steps], ".",
