@@ -1,12 +1,14 @@
 """DOLL cost benchmark: every policy over several seeds and both price traces of the paper
-(SUSE Linux against $0.286/h, Linux/UNIX against $0.186/h), on one local Ray.
+(SUSE Linux against $0.286/h, Linux/UNIX against $0.186/h), on one local Ray, the two traces
+side by side (one fleet each).
 
-Prints, per trace and policy: the measured cost ratio to on-demand (mean and range over
-seeds), the ratio the chosen allocation predicts, the paper's continuous bound, the
-fraction of seeds that met the deadline, the mean finish/deadline, and the Ray overhead per
-parameter-server update as a fraction of the update's time.
+Prints, per trace and policy: the measured cost ratio to on-demand (mean, sd, min–max over
+seeds), the ratio the allocation held predicts, the paper's continuous bound, the deadline
+probability the policy predicted, the fraction of seeds that met the deadline, the mean
+finish/deadline and the lowest accuracy. Writes rows.json, table.txt, provenance.json and
+cost_vs_finish.png (cost ratio vs finish/deadline, one point per run) to --out.
 
-    python -m benchmarks.doll_cost [--seeds 0,1,2] [--preemption markov|kill] [--json FILE]
+    python -m benchmarks.doll_cost [--seeds 0-9] [--policy ...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -15,102 +17,156 @@ import argparse
 import json
 import statistics
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from workloads.common.actors import start_actor
+from workloads.common.provenance import provenance
 from workloads.common.ray_session import ray_session
 from workloads.doll.experiment import run_policies, start_servers, with_cost_ratios
-from workloads.doll.options import DollOptions
+from workloads.doll.figures import cost_vs_finish
+from workloads.doll.options import POLICIES, DollOptions
 from workloads.doll.price_server import PriceServer
 from workloads.doll.trace import load_trace
 
 TRACES = (("SUSE Linux", 0.286), ("Linux/UNIX", 0.186))
 
 
-def measure(seeds: list[int], preemption: str) -> list[dict[str, Any]]:
-    base = DollOptions(preemption=preemption)
-    rows: list[dict[str, Any]] = []
-    shared = start_servers(base, load_trace(base.trace, base.zone, TRACES[0][0]))
+def measure_trace(
+    base: DollOptions, product: str, on_demand_price: float, seeds: list[int],
+    rows: list[dict[str, Any]], lock: threading.Lock,
+) -> None:
+    """Every seed's policies on this trace, on a fleet of its own; rows appended as they
+    finish."""
+    trace = load_trace(base.trace, base.zone, product)
+    servers = start_servers(replace(base, product=product), trace)
+    servers = replace(
+        servers,
+        price_server=start_actor(PriceServer, trace, base.compression),
+        mean_spot_price=trace.mean_price(),
+    )
     try:
-        for product, on_demand_price in TRACES:
-            trace = load_trace(base.trace, base.zone, product)
-            servers = replace(
-                shared,
-                price_server=start_actor(PriceServer, trace, base.compression),
-                mean_spot_price=trace.mean_price(),
-            )
-            for seed in seeds:
-                config = replace(base, product=product, on_demand_price=on_demand_price, seed=seed)
-                results = run_policies(config, servers, lambda line: None)
-                for policy, summary in with_cost_ratios(config, results).items():
-                    rows.append({"product": product, "seed": seed, "policy": policy, **summary})
+        for seed in seeds:
+            config = replace(base, product=product, on_demand_price=on_demand_price, seed=seed)
+            results = run_policies(config, servers, lambda line: None)
+            for policy, summary in with_cost_ratios(config, results).items():
+                row = {"product": product, "seed": seed, "policy": policy, **summary}
+                with lock:
+                    rows.append(row)
                     print(
                         f"  {product} seed {seed} {policy}: ratio {summary['cost_ratio']:.3f}"
                         f" finish/deadline {summary['finish_s'] / summary['deadline_s']:.3f}",
                         flush=True,
                     )
     finally:
-        shared.fleet.shutdown()
+        servers.fleet.shutdown()
+
+
+def measure(base: DollOptions, seeds: list[int]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def one(product: str, price: float) -> None:
+        try:
+            measure_trace(base, product, price, seeds, rows, lock)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=one, args=trace, daemon=True) for trace in TRACES]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
     return rows
 
 
-def table(rows: list[dict[str, Any]], seeds: list[int]) -> str:
+def _fmt(value: float | None, width: int) -> str:
+    return f"{'-' if value is None else f'{value:.3f}':>{width}}"
+
+
+def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> str:
     header = (
-        f"{'trace':<11} {'policy':<10} {'cost ratio (min-max)':<22} {'expected':>8} "
-        f"{'bound':>6} {'met':>5} {'finish/θ':>8} {'accuracy':>8} {'Ray ovh':>7}"
+        "| trace | policy | cost ratio mean | sd | min–max | expected | bound "
+        "| P(met) predicted | deadline met | finish/deadline | accuracy (min) |"
     )
     lines = [
-        f"DOLL cost benchmark: 16 workers, θ/θ₀ 1.05, α 0.9, seeds {seeds}",
+        f"DOLL cost benchmark: {base.workers} workers, θ/θ₀ {base.deadline_factor}, "
+        f"α {base.alpha}, preemption {base.preemption}, seeds {seeds[0]}–{seeds[-1]}",
+        "",
         header,
-        "-" * len(header),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for product, _ in TRACES:
-        for policy in ("on-demand", "static", "adaptive"):
+    for product, price in TRACES:
+        for policy in base.policies:
             mine = [r for r in rows if r["product"] == product and r["policy"] == policy]
             if not mine:
                 continue
             ratios = [r["cost_ratio"] for r in mine]
-            bound = mine[0]["cost_bound"]
+            probabilities = [r["deadline_probability"] for r in mine
+                             if r["deadline_probability"] is not None]
             lines.append(
-                f"{product:<11} {policy:<10} "
-                f"{statistics.mean(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})    "
-                f"{statistics.mean(r['cost_expected'] for r in mine):>8.3f} "
-                f"{'-' if bound is None else f'{bound:.3f}':>6} "
-                f"{sum(r['deadline_met'] for r in mine)}/{len(mine):<3} "
-                f"{statistics.mean(r['finish_s'] / r['deadline_s'] for r in mine):>8.3f} "
-                f"{min(r['accuracy'] for r in mine):>8.3f} "
-                f"{statistics.mean(r['ray_overhead_fraction'] for r in mine):>7.2f}"
+                f"| {product.split()[0]} ${price} | {policy} | {statistics.mean(ratios):.3f} "
+                f"| {statistics.stdev(ratios) if len(ratios) > 1 else 0.0:.3f} "
+                f"| {min(ratios):.3f}–{max(ratios):.3f} "
+                f"| {statistics.mean(r['cost_expected'] for r in mine):.3f} "
+                f"| {_fmt(mine[0]['cost_bound'], 0).strip()} "
+                f"| {_fmt(statistics.mean(probabilities) if probabilities else None, 0).strip()} "
+                f"| {sum(r['deadline_met'] for r in mine)}/{len(mine)} "
+                f"| {statistics.mean(r['finish_s'] / r['deadline_s'] for r in mine):.3f} "
+                f"| {min(r['accuracy'] for r in mine):.3f} |"
             )
-    lines.append(
-        "met: seeds that finished by the deadline; accuracy: the lowest over seeds; "
-        "Ray ovh: share of a parameter-server update spent in Ray calls, not compute"
-    )
     return "\n".join(lines)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0-9` or `0,1,2`."""
+    if "-" in text:
+        first, last = text.split("-", 1)
+        return list(range(int(first), int(last) + 1))
+    return [int(seed) for seed in text.split(",")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.doll_cost",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    parser.add_argument(
-        "--preemption",
-        choices=("markov", "kill"),
-        default="markov",
-        help="preemption mode of the spot workers",
-    )
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    parser.add_argument("--seeds", default="0-9", help="seeds: 0-9 or 0,1,2")
+    parser.add_argument("--policy", default=",".join(POLICIES), help="comma-separated policies")
+    parser.add_argument("--preemption", choices=("markov", "kill"), default="markov",
+                        help="preemption mode of the spot workers")
+    parser.add_argument("--out", type=Path, default=Path(f"results/benchmarks/doll/{stamp}"),
+                        help="folder for rows.json, table.txt and the figure")
     args = parser.parse_args()
-    seeds = [int(seed) for seed in args.seeds.split(",")]
+    try:
+        seeds = parse_seeds(args.seeds)
+        base = DollOptions(policies=tuple(args.policy.split(",")), preemption=args.preemption)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     with ray_session():
-        rows = measure(seeds, args.preemption)
-    print(table(rows, seeds))
+        rows = measure(base, seeds)
+    text = table(rows, base, seeds)
+    print(text)
     print(f"wall time {time.monotonic() - started:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2, default=str))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
+    (args.out / "table.txt").write_text(text + "\n")
+    document = provenance(
+        {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES]},
+        {"trace": base.trace},
+        "local",
+        {"first": seeds[0], "last": seeds[-1]},
+    )
+    (args.out / "provenance.json").write_text(json.dumps(document, indent=2, default=str))
+    cost_vs_finish(rows, args.out / "cost_vs_finish.png")
+    print(f"results: {args.out}")
     return 0
 
 

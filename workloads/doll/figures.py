@@ -4,6 +4,7 @@ cost vs time, accuracy vs cost, cost ratio per policy."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -69,3 +70,28 @@ def _save(figure: plt.Figure, path: Path) -> Path:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def cost_vs_finish(rows: list[dict[str, Any]], path: Path) -> Path:
+    """The cost benchmark's runs: cost ratio to on-demand against finish/deadline, one
+    point per run, a colour per policy and a marker per trace."""
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    policies = list(dict.fromkeys(row["policy"] for row in rows))
+    products = list(dict.fromkeys(row["product"] for row in rows))
+    markers = "os^vD"
+    for index, policy in enumerate(policies):
+        for which, product in enumerate(products):
+            mine = [r for r in rows if r["policy"] == policy and r["product"] == product]
+            axes.scatter(
+                [r["finish_s"] / r["deadline_s"] for r in mine],
+                [r["cost_ratio"] for r in mine],
+                color=f"C{index}",
+                marker=markers[which % len(markers)],
+                alpha=0.75,
+                label=f"{policy} ({product})",
+            )
+    axes.axvline(1.0, color="black", linestyle="--", linewidth=1, label="deadline")
+    axes.set(xlabel="finish / deadline", ylabel="cost ratio to on-demand",
+             title="Cost vs finish, one point per run")
+    axes.legend(fontsize=7, ncol=2)
+    return _save(figure, path)

@@ -44,6 +44,7 @@ class Fleet:
         self.hidden = hidden
         self.parameter_server = parameter_server
         self.slots = [Slot(index, rate) for index, rate in enumerate(rates)]
+        self.keep_backlog = False
         self.starting: dict[int, Any] = {}  # slot -> ready() of a fresh actor not yet seen up
         self.spares = [self._new_actor() for _ in range(SPARES)]
         for slot in self.slots:
@@ -68,9 +69,16 @@ class Fleet:
         slot.commands = 0
         slot.up = False
 
-    def begin(self, seed: int) -> None:
-        """Every worker down with nothing buffered, streams seeded for this run."""
-        ray.get([s.actor.begin.remote(s.key, s.rate, seed * 1000 + s.index) for s in self.slots])
+    def begin(self, seed: int, keep_backlog: bool = False) -> None:
+        """Every worker down with nothing buffered, streams seeded for this run (kept through
+        outages with `keep_backlog`, see worker.py)."""
+        self.keep_backlog = keep_backlog
+        ray.get(
+            [
+                s.actor.begin.remote(s.key, s.rate, seed * 1000 + s.index, keep_backlog)
+                for s in self.slots
+            ]
+        )
         for slot in self.slots:
             slot.up = False
 
@@ -91,7 +99,9 @@ class Fleet:
         fresh = self.spares.pop(0) if self.spares else self._new_actor()
         self.spares.append(self._new_actor())
         self._install(slot, fresh)
-        fresh.begin.remote(slot.key, slot.rate, slot.generation * 7919 + slot.index)
+        fresh.begin.remote(
+            slot.key, slot.rate, slot.generation * 7919 + slot.index, self.keep_backlog
+        )
         self.starting[slot.index] = fresh.ready.remote()
 
     def started(self) -> list[int]:

@@ -10,7 +10,9 @@ from typing import Any
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.doll.trace import DEFAULT_TRACE
 
-POLICIES = ("on-demand", "static", "adaptive")
+POLICIES = ("on-demand", "static", "adaptive", "static-paper", "adaptive-paper", "fallback")
+DEFAULT_POLICIES = ("on-demand", "static", "adaptive")
+PAPER_REFRESH_S = 2.0  # the paper's preemption-chain step, in real seconds
 PREEMPTION_MODES = ("markov", "kill")
 RATE_MODES = ("homogeneous", "heterogeneous")
 
@@ -18,7 +20,12 @@ RATE_MODES = ("homogeneous", "heterogeneous")
 @dataclass(frozen=True, kw_only=True)
 class DollOptions:
     policies: tuple[str, ...] = option(
-        POLICIES, "comma-separated policies to run, in order", flag="--policy", choices=POLICIES
+        DEFAULT_POLICIES,
+        "comma-separated policies to run, in order: static/adaptive meet the deadline with "
+        "--deadline-probability; static-paper/adaptive-paper are the paper's formulas; "
+        "fallback (extension) runs all on spot with on-demand stand-ins during outages",
+        flag="--policy",
+        choices=POLICIES,
     )
     workers: int = option(16, "N, the number of stream workers", minimum=1)
     deadline_factor: float = option(1.05, "deadline θ/θ₀", flag="--deadline", minimum=1.0)
@@ -30,6 +37,20 @@ class DollOptions:
         "homogeneous",
         "homogeneous (all λ) or heterogeneous (λ·U[0.5, 1.5], rescaled to mean λ)",
         choices=RATE_MODES,
+    )
+    deadline_probability: float = option(
+        0.9,
+        "static/adaptive: the probability of meeting the deadline their spot share keeps "
+        "under the preemption model",
+        above=0.0,
+        maximum=1.0,
+    )
+    launch_delay_s: float = option(
+        90.0,
+        "fallback: real seconds an on-demand stand-in takes to launch (compressed like "
+        "the chain's 2 s refresh)",
+        flag="--launch-delay",
+        minimum=0.0,
     )
     batch_size: int = option(32, "B, points per batch", minimum=1)
     batches: int = option(2000, "J, batches to process", minimum=1)
@@ -85,6 +106,16 @@ class DollOptions:
         check_fields(self)
         if self.k > self.workers:
             raise OptionError("--k", f"expected at most --workers ({self.workers}), got {self.k}")
+        if "fallback" in self.policies and self.preemption == "kill":
+            raise OptionError(
+                "--policy",
+                "fallback keeps the preempted worker's stream and needs --preemption markov",
+            )
+
+    @property
+    def launch_delay_compressed_s(self) -> float:
+        """The stand-in's launch delay on this run's clock."""
+        return self.launch_delay_s * self.refresh_s / PAPER_REFRESH_S
 
     @property
     def work_points(self) -> float:

@@ -17,12 +17,15 @@ from typing import Any
 
 from workloads.common.billing import Meter
 from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
+from workloads.doll.chance import ChanceModel, OutageChain, chance_spot_set, deadline_probability
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
 from workloads.doll.options import DollOptions
 from workloads.doll.preemption import MarkovAvailability
 
 TIMELINE_EVERY_S = 0.5
+ADAPTIVE = ("adaptive", "adaptive-paper")
+STATIC = ("static", "static-paper")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class PolicyRun:
         self.deadline_s = config.deadline_factor * self.theta0_s
         self.chains = MarkovAvailability(config.workers, config.alpha, config.seed)
         self.chain_up = [True] * config.workers
+        self.stand_ins: dict[int, float] = {}  # fallback: preempted slot -> stand-in asked at
+        self.predictions: list[tuple[float, float]] = []  # (t, P(deadline met)) per decision
         self.lost: set[int] = set()  # slots lost for real, their fresh actor still starting
         self.spot: set[int] = set()
         self.meter = Meter(config.on_demand_price)
@@ -74,7 +79,7 @@ class PolicyRun:
         await ps.begin.remote(
             run_id, config.batches, config.eval_every, self.servers.evaluator, config.seed
         )
-        self.fleet.begin(config.seed)
+        self.fleet.begin(config.seed, keep_backlog=self.policy == "fallback")
         self.price = await self.servers.price_server.price_at.remote(0.0)
         self.spot = self._initial_spot()
         done = asyncio.wrap_future(ps.wait_done.remote().future())
@@ -137,15 +142,62 @@ class PolicyRun:
     def _initial_spot(self) -> set[int]:
         everyone = set(range(self.config.workers))
         if self.policy == "on-demand":
-            return set()
-        if self.policy == "adaptive":
-            return everyone if self.price < self.config.on_demand_price else set()
-        return self._allocate(
-            self.rates, self.config.work_points, self.deadline_s, self.config.alpha
+            spot: set[int] = set()
+        elif self.policy in (*ADAPTIVE, "fallback"):
+            spot = everyone if self.price < self.config.on_demand_price else set()
+        else:
+            return self._allocate_static(0.0)
+        self._predict(0.0, self.rates, spot, self.config.work_points, self.deadline_s)
+        return spot
+
+    def _model(self, alpha: float) -> ChanceModel:
+        config = self.config
+        launch = (
+            round(config.launch_delay_compressed_s / config.refresh_s)
+            if self.policy == "fallback"
+            else None
+        )
+        return ChanceModel(
+            OutageChain.paper(alpha, config.refresh_s),
+            config.batch_size,
+            config.k,
+            target=config.deadline_probability,
+            launch_steps=launch,
         )
 
-    def _allocate(self, rates: list[float], work: float, time_s: float, alpha: float) -> set[int]:
-        return set(allocate(rates, work, time_s, alpha, self.price, self.config.on_demand_price))
+    def _predict(
+        self,
+        now: float,
+        rates: list[float],
+        spot: set[int],
+        work: float,
+        time_s: float,
+    ) -> None:
+        """Record the probability of meeting the deadline this decision has under the
+        preemption model (the configured α, whatever α̂ the policy acted on)."""
+        model = self._model(self.config.alpha)
+        down = [not up for up in self.chain_up]
+        probability = deadline_probability(
+            rates, sorted(spot), work, time_s, model, down, from_start=self.processed == 0
+        )
+        self.predictions.append((now, probability))
+
+    def _allocate_static(self, now: float) -> set[int]:
+        """The whole run's allocation at the current price: the paper's expected-throughput
+        formula (static-paper) or the chance constraint (static)."""
+        config = self.config
+        rates, work, time_s, alpha = self.rates, config.work_points, self.deadline_s, config.alpha
+        if self.policy == "static-paper":
+            spot = set(allocate(rates, work, time_s, alpha, self.price, config.on_demand_price))
+        else:
+            spot = set(
+                chance_spot_set(
+                    rates, work, time_s, self._model(alpha), self.price,
+                    config.on_demand_price, alpha,
+                )
+            )
+        self._predict(now, rates, spot, work, time_s)
+        return spot
 
     def _report_progress(self, now: float) -> None:
         """One line per tenth of the batches processed."""
@@ -160,23 +212,49 @@ class PolicyRun:
             )
 
     async def _reallocate(self, now: float, price_changed: bool) -> None:
-        """static: at a price change, the formula again; adaptive: at every call."""
-        if self.policy == "static" and price_changed:
-            self.spot = self._allocate(
-                self.rates, self.config.work_points, self.deadline_s, self.config.alpha
-            )
-        elif self.policy == "adaptive":
+        """static: at a price change, the whole run's allocation again; adaptive: at every
+        call; fallback: at a price change, all spot or (spot not cheaper) none."""
+        if self.policy in STATIC and price_changed:
+            self.spot = self._allocate_static(now)
+        elif self.policy in ADAPTIVE:
             await self._adapt(now)
+        elif self.policy == "fallback" and price_changed:
+            cheaper = self.price < self.config.on_demand_price
+            self.spot = set(range(self.config.workers)) if cheaper else set()
 
     async def _adapt(self, now: float) -> None:
         """Re-estimate λ (arrivals / up time), α (up time / spot time), the remaining work
-        and time, and re-allocate."""
-        rates = estimated_rates(
-            await self.fleet.stats(), self.config.rates == "homogeneous", self.config.rate
-        )
-        alpha = self.meter.observed_alpha
-        remaining = (self.config.batches - self.processed) * self.config.batch_size
-        self.spot = self._allocate(rates, remaining, self.deadline_s - now, alpha)
+        and time, and re-allocate: by the paper's expected throughput (adaptive-paper) or
+        by the chance constraint from each worker's current state (adaptive)."""
+        config = self.config
+        stats = await self.fleet.stats()
+        if not any(s is not None and s[0] > 0 for s in stats):
+            return  # nothing has arrived yet: no estimate to act on (λ̂ would be 0)
+        rates = estimated_rates(stats, config.rates == "homogeneous", config.rate)
+        remaining = (config.batches - self.processed) * config.batch_size
+        time_s = self.deadline_s - now
+        if self.policy == "adaptive-paper":
+            alpha = self.meter.observed_alpha
+            self.spot = set(
+                allocate(rates, remaining, time_s, alpha, self.price, config.on_demand_price)
+            )
+        else:
+            alpha = self._alpha_with_prior()
+            down = [not up for up in self.chain_up]
+            self.spot = set(
+                chance_spot_set(
+                    rates, remaining, time_s, self._model(alpha), self.price,
+                    config.on_demand_price, alpha, down, from_start=self.processed == 0,
+                )
+            )
+        self._predict(now, rates, self.spot, remaining, time_s)
+
+    def _alpha_with_prior(self) -> float:
+        """α̂ = up time / spot time, with the configured α as a prior worth one worker over
+        the whole deadline: early on, a few seconds without a preemption say little."""
+        prior_s = self.deadline_s
+        up_s = self.meter.spot_up_s + self.config.alpha * prior_s
+        return min(up_s / (self.meter.spot_s + prior_s), 1.0)
 
     # --- preemption, replacement, billing -------------------------------------------------
 
@@ -188,6 +266,23 @@ class PolicyRun:
                 self.events.append(
                     {"t": now, "worker": index, "event": "recovered" if is_up else "preempted"}
                 )
+        if self.policy == "fallback":
+            self._track_stand_ins(now)
+
+    def _track_stand_ins(self, now: float) -> None:
+        """fallback: a preempted spot worker gets an on-demand stand-in, asked for at once
+        and taking its stream over a launch delay later; released when spot returns."""
+        for index in range(self.config.workers):
+            needs = index in self.spot and not self.chain_up[index]
+            if needs and index not in self.stand_ins:
+                self.stand_ins[index] = now
+            elif not needs and index in self.stand_ins:
+                del self.stand_ins[index]
+                self.events.append({"t": now, "worker": index, "event": "stand-in released"})
+
+    def _stand_in_running(self, index: int, now: float) -> bool:
+        asked = self.stand_ins.get(index)
+        return asked is not None and now - asked >= self.config.launch_delay_compressed_s
 
     def _watch_lost(self, now: float) -> None:
         """A worker lost for real is replaced at once and counts as preempted until its
@@ -202,15 +297,17 @@ class PolicyRun:
                 self.lost.discard(index)
                 self.events.append({"t": now, "worker": index, "event": "back"})
 
-    def _should_run(self, slot: Slot) -> bool:
+    def _should_run(self, slot: Slot, now: float) -> bool:
         if slot.index in self.lost:
             return False
-        return slot.index not in self.spot or self.chain_up[slot.index]
+        if slot.index not in self.spot or self.chain_up[slot.index]:
+            return True
+        return self._stand_in_running(slot.index, now)
 
     def _apply_states(self, now: float) -> bool:
         changed = False
         for slot in self.fleet.slots:
-            run = self._should_run(slot)
+            run = self._should_run(slot, now)
             if run == slot.up:
                 continue
             changed = True
@@ -223,14 +320,20 @@ class PolicyRun:
         return changed
 
     def _bill(self, until: float) -> None:
-        """Charge the time since the last bill at the current states and spot price."""
+        """Charge the time since the last bill at the current states and spot price. A
+        fallback stand-in is billed from the moment it is asked for (its launch included)."""
+        if self.policy == "fallback":
+            spot_up = sum(1 for i in self.spot if self.chain_up[i] and i not in self.lost)
+        else:
+            spot_up = sum(1 for s in self.fleet.slots if s.index in self.spot and s.up)
         self.meter.charge_until(
             until,
-            on_demand=sum(
+            on_demand=len(self.stand_ins)
+            + sum(
                 1 for i in range(self.config.workers) if i not in self.spot and i not in self.lost
             ),
             spot=len(self.spot),
-            spot_up=sum(1 for s in self.fleet.slots if s.index in self.spot and s.up),
+            spot_up=spot_up,
             spot_rate=sum(self.rates[i] for i in self.spot),
             spot_price=self.price,
         )
@@ -248,6 +351,30 @@ class PolicyRun:
 
     # --- the result -----------------------------------------------------------------------
 
+    def _expected_ratio(self, finish_s: float) -> float:
+        """The cost ratio the allocation held over the run predicts: a spot worker keeps α
+        of its rate (fallback: all of it, with a stand-in paid for the other 1 − α)."""
+        config, mean_price = self.config, self.servers.mean_spot_price
+        spot_count = self.meter.spot_s / finish_s
+        if self.policy == "fallback":
+            per_spot = config.alpha * mean_price + (1.0 - config.alpha) * config.on_demand_price
+            hourly = (config.workers - spot_count) * config.on_demand_price + spot_count * per_spot
+            return hourly / (config.workers * config.on_demand_price)
+        return predicted_cost_ratio(
+            self.rates,
+            spot_count,
+            self.meter.spot_rate_s / finish_s,
+            config.alpha,
+            mean_price,
+            config.on_demand_price,
+        )
+
+    def _reported_probability(self) -> float | None:
+        """What the policy predicted when it made its plan: static/on-demand/fallback at the
+        start; adaptive at its first re-estimation (its start, all spot, is no plan)."""
+        index = 1 if self.policy in ADAPTIVE else 0
+        return self.predictions[index][1] if len(self.predictions) > index else None
+
     async def _result(self, run_id: str, finish_s: float) -> PolicyResult:
         ps_report = await self.servers.parameter_server.report.remote()
         await self.servers.evaluator.evaluate.remote(
@@ -264,14 +391,9 @@ class PolicyRun:
             else cost_bound(
                 config.deadline_factor, config.alpha, mean_price, config.on_demand_price
             ),
-            "cost_expected": predicted_cost_ratio(
-                self.rates,
-                self.meter.spot_s / finish_s,
-                self.meter.spot_rate_s / finish_s,
-                config.alpha,
-                mean_price,
-                config.on_demand_price,
-            ),
+            "deadline_probability": self._reported_probability(),
+            "stand_in_s": self.meter.on_demand_s if self.policy == "fallback" else None,
+            "cost_expected": self._expected_ratio(finish_s),
             "theta0_s": self.theta0_s,
             "deadline_s": self.deadline_s,
             "finish_s": finish_s,

@@ -1,6 +1,10 @@
 """A stream worker: data arrives at rate λ (exponential inter-arrival times) while the
 worker is up and is lost while it is down; every B points make a batch, announced to the
-parameter server, whose gradient the server later asks for with its current weights."""
+parameter server, whose gradient the server later asks for with its current weights.
+
+With `keep_backlog` (the `fallback` policy, an extension of the paper) the stream keeps
+what arrives during an outage, as a stream service would: whoever takes the stream over
+next reads the backlog at once, and batches held at the preemption are announced again."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ class StreamWorker:
         self.up_since = 0.0
         self.clock = 0.0
         self.stream: asyncio.Task[None] | None = None
+        self.keep_backlog = False
 
     async def ready(self) -> bool:
         return True
@@ -44,13 +49,15 @@ class StreamWorker:
         """Never returns: its result turns into an error the moment this actor dies."""
         await asyncio.Event().wait()
 
-    async def begin(self, key: str, rate: float, seed: int) -> None:
+    async def begin(self, key: str, rate: float, seed: int, keep_backlog: bool = False) -> None:
         """Start a new run as worker `key` with rate λ: down, nothing buffered, counters at
         zero."""
         self.key, self.rate = key, rate
         self.rng = np.random.default_rng(seed)
+        self.keep_backlog = False
         self._go_down()
-        self.arrivals, self.up_s = 0, 0.0
+        self.keep_backlog = keep_backlog
+        self.arrivals, self.up_s, self.clock = 0, 0.0, 0.0
         if self.stream is None:
             self.stream = asyncio.get_running_loop().create_task(self._stream())
 
@@ -62,6 +69,8 @@ class StreamWorker:
         if up and not self.up:
             self.up, self.up_since = True, time.monotonic()
             self._wake()
+            for batch_id in list(self.batches):  # kept through an outage: announce again
+                await self.parameter_server.batch_ready.remote(self.key, batch_id, self.handle)
         elif not up and self.up:
             self._go_down()
 
@@ -69,7 +78,8 @@ class StreamWorker:
         if self.up:
             self.up_s += time.monotonic() - self.up_since
         self.up = False
-        self.batches.clear()  # a preempted instance loses what it held
+        if not self.keep_backlog:
+            self.batches.clear()  # a preempted instance loses what it held
         self._wake()
 
     def _wake(self) -> None:
@@ -84,6 +94,8 @@ class StreamWorker:
     async def gradient(self, batch_id: int, weights: np.ndarray) -> tuple[np.ndarray, float] | None:
         """The batch's gradient at `weights` and its compute time; None when the batch is
         gone (preempted since it was announced). A batch gives at most one gradient."""
+        if not self.up and self.keep_backlog:
+            return None  # kept for whoever takes the stream over; announced again then
         batch = self.batches.pop(batch_id, None)
         if batch is None:
             return None
@@ -103,7 +115,10 @@ class StreamWorker:
         is virtual (the next batch starts where this one's last point arrived), so event-loop
         delays never slow the stream down."""
         arrival_s = np.cumsum(self.rng.exponential(1.0 / self.rate, self.batch_size))
-        started = max(self.up_since, self.clock)
+        if self.keep_backlog and self.clock > 0:
+            started = self.clock  # the outage's points wait in the stream
+        else:
+            started = max(self.up_since, self.clock)
         changed = self.changed
         remaining = started + arrival_s[-1] - time.monotonic()
         try:
@@ -119,5 +134,7 @@ class StreamWorker:
             self.batches[batch_id] = sample_stream(self.digits, self.rng, self.batch_size)
             await self.parameter_server.batch_ready.remote(self.key, batch_id, self.handle)
             return
+        if self.keep_backlog:
+            return  # nothing read is lost: the stream is read again from `clock`
         elapsed = time.monotonic() - started
         self.arrivals += int(np.searchsorted(arrival_s, elapsed, side="right"))
