@@ -25,15 +25,18 @@ def test_defaults_are_the_issue_defaults() -> None:
         (
             ["--policy", "static,greedy"],
             "--policy: expected a comma-separated list of on-demand, static, adaptive, "
+            "static-paper, adaptive-paper, fallback, "
             "got 'static,greedy'",
         ),
         (
             ["--policy", ""],
-            "--policy: expected a comma-separated list of on-demand, static, adaptive, got ''",
+            "--policy: expected a comma-separated list of on-demand, static, adaptive, "
+            "static-paper, adaptive-paper, fallback, got ''",
         ),
         (
             ["--policy", "static,static"],
             "--policy: expected a comma-separated list of on-demand, static, adaptive, "
+            "static-paper, adaptive-paper, fallback, "
             "got 'static,static'",
         ),
         (["--alpha", "0"], "--alpha: expected a number in (0, 1], got '0'"),

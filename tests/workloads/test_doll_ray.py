@@ -70,14 +70,18 @@ def test_three_policies_write_summary_records_and_figures(local_ray: None, tmp_p
     assert on_demand["finish_s"] == pytest.approx(on_demand["theta0_s"], rel=0.15)
     assert on_demand["cost_bound"] is None and on_demand["cost_ratio"] == 1.0
     work = SMALL.batches * SMALL.batch_size
-    spot = static_spot_count(4, 128.0, work, static["deadline_s"], 0.8)
+    # the chance constraint: P(met) is 0.996 with 1 spot worker, 0.82 with 2; the paper's
+    # formula takes 3 (P = 0.46)
+    spot = 1
+    assert static_spot_count(4, 128.0, work, static["deadline_s"], 0.8) == 3
+    assert static["deadline_probability"] == pytest.approx(0.9956, abs=1e-3)
     assert static["mean_spot_workers"] == pytest.approx(spot)
     assert static["cost_expected"] == pytest.approx(
         predicted_cost_ratio(
             [128.0] * 4, spot, spot * 128.0, 0.8, summary["mean_spot_price"], 0.286
         )
     )
-    assert spot == 3 and static["cost_ratio"] < 0.9  # predicted: 0.69
+    assert static["cost_ratio"] < 0.97  # predicted: 0.906
     timeline = read_records(storage, "static_timeline")
     costs = [row["cost"] for row in timeline]
     assert costs == sorted(costs) and costs[-1] == pytest.approx(static["cost"])
@@ -133,3 +137,19 @@ def test_a_worker_that_dies_for_real_counts_as_preempted_until_replaced(
     assert victim.generation == generation + 1
     assert result.summary["batches"] == SMALL.batches
     assert result.summary["duplicates_rejected"] == 0
+
+
+def test_fallback_stand_ins_keep_the_stream_so_it_finishes_like_on_demand(
+    servers: Servers,
+) -> None:
+    config = replace(SMALL, policies=("fallback",), alpha=0.6)
+    result = asyncio.run(PolicyRun("fallback", config, servers, lambda line: None).run())
+    summary = result.summary
+    assert summary["preemptions"] >= 3
+    assert summary["mean_spot_workers"] == pytest.approx(4.0)
+    assert summary["stand_in_s"] > 0  # stand-ins were paid for
+    # nothing lost: the same finish as all on demand (θ₀ = 5 s), not θ₀/(1 − 0.4·…)
+    assert summary["finish_s"] < 1.1 * summary["theta0_s"]
+    assert summary["batches"] == SMALL.batches and summary["duplicates_rejected"] == 0
+    on_demand_cost = 4 * 0.286 * summary["finish_s"] / 3600
+    assert summary["cost"] < on_demand_cost

@@ -44,7 +44,10 @@ class BurstOptions:
         24, f"param-server workload: directories, one task each, {SIZES}", minimum=1
     )
     images_per_directory: int = option(
-        6, f"param-server workload: images per directory, {SIZES}", minimum=1
+        20,
+        "param-server workload: images per directory, sized so the makespan's lower bound "
+        "is ≥ 20 s at every shipped bandwidth (start-up and learning costs do not dominate)",
+        minimum=1,
     )
     ps_image_side: int = option(
         1200, "param-server workload: side of each input image in pixels", minimum=64
