@@ -80,7 +80,8 @@ def measure(base: DollOptions, seeds: list[int]) -> list[dict[str, Any]]:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        while thread.is_alive():  # a timed join, so Ctrl-C reaches the main thread
+            thread.join(timeout=1.0)
     if errors:
         raise errors[0]
     return rows
