@@ -3,7 +3,7 @@ schedulers side by side in each run; prints the speedup (default / data-aware) a
 scheduler's makespan / lower bound per case. Takes several minutes; needs the lab (root,
 ip netns).
 
-    python -m benchmarks.burst_speedup [--out DIR] [--bw 30,100,200]
+    python -m benchmarks.burst_speedup [--out DIR] [--bw 30,100,200] [--workload image]
 """
 
 from __future__ import annotations
@@ -40,14 +40,23 @@ def main() -> int:
         "--out", default=f"results/benchmarks/burst/{stamp}", help="folder for every case's results"
     )
     parser.add_argument("--bw", default="30,100,200", help="bandwidths in Mbit/s")
+    parser.add_argument(
+        "--workload", default=",".join(WORKLOADS), help="comma-separated: image, param-server"
+    )
     args = parser.parse_args()
+    workloads = args.workload.split(",")
+    unknown = [name for name in workloads if name not in WORKLOADS]
+    if unknown:
+        print(f"error: --workload: expected image and/or param-server, got {unknown[0]!r}",
+              file=sys.stderr)
+        return 2
     out = Path(args.out)
     header = (
         f"{'workload':<13} {'Mbit/s':>8} {'default s':>11} {'data-aware s':>11} "
         f"{'bound s':>8} {'speedup':>8} {'default/LB':>12} {'aware/LB':>12}"
     )
     rows = []
-    for workload in WORKLOADS:
+    for workload in workloads:
         for bw in args.bw.split(","):
             print(f"=== {workload} at {bw} Mbit/s ===", flush=True)
             folder = run_burst(

@@ -228,8 +228,8 @@ class PolicyRun:
         by the chance constraint from each worker's current state (adaptive)."""
         config = self.config
         stats = await self.fleet.stats()
-        if not any(s is not None and s[0] > 0 for s in stats):
-            return  # nothing has arrived yet: no estimate to act on (λ̂ would be 0)
+        if sum(s[0] for s in stats if s is not None) < config.workers * config.batch_size:
+            return  # under a batch per worker so far: too little to estimate λ from
         rates = estimated_rates(stats, config.rates == "homogeneous", config.rate)
         remaining = (config.batches - self.processed) * config.batch_size
         time_s = self.deadline_s - now

@@ -41,6 +41,7 @@ class StreamWorker:
         self.clock = 0.0
         self.stream: asyncio.Task[None] | None = None
         self.keep_backlog = False
+        self.collecting: tuple[float, np.ndarray] | None = None  # (start, arrival times)
 
     async def ready(self) -> bool:
         return True
@@ -55,9 +56,11 @@ class StreamWorker:
         self.key, self.rate = key, rate
         self.rng = np.random.default_rng(seed)
         self.keep_backlog = False
+        self.collecting: tuple[float, np.ndarray] | None = None  # (start, arrival times)
         self._go_down()
         self.keep_backlog = keep_backlog
         self.arrivals, self.up_s, self.clock = 0, 0.0, 0.0
+        self.collecting = None
         if self.stream is None:
             self.stream = asyncio.get_running_loop().create_task(self._stream())
 
@@ -87,9 +90,15 @@ class StreamWorker:
         self.changed = asyncio.Event()
 
     async def stats(self) -> tuple[int, float]:
-        """(points arrived while up, seconds up) since `begin`."""
-        up_s = self.up_s + (time.monotonic() - self.up_since if self.up else 0.0)
-        return self.arrivals, up_s
+        """(points arrived while up, seconds up) since `begin`, the batch being collected
+        included (counting only finished batches would bias λ̂ low by B/2 per worker)."""
+        now = time.monotonic()
+        up_s = self.up_s + (now - self.up_since if self.up else 0.0)
+        partial = 0
+        if self.up and self.collecting is not None:
+            started, arrival_s = self.collecting
+            partial = int(np.searchsorted(arrival_s, now - started, side="right"))
+        return self.arrivals + partial, up_s
 
     async def gradient(self, batch_id: int, weights: np.ndarray) -> tuple[np.ndarray, float] | None:
         """The batch's gradient at `weights` and its compute time; None when the batch is
@@ -119,11 +128,13 @@ class StreamWorker:
             started = self.clock  # the outage's points wait in the stream
         else:
             started = max(self.up_since, self.clock)
+        self.collecting = (started, arrival_s)
         changed = self.changed
         remaining = started + arrival_s[-1] - time.monotonic()
         try:
             await asyncio.wait_for(changed.wait(), timeout=max(remaining, 0.0))
         except TimeoutError:
+            self.collecting = None
             if changed.is_set():  # preempted just as the last point arrived
                 self.arrivals += self.batch_size
                 return
@@ -134,6 +145,7 @@ class StreamWorker:
             self.batches[batch_id] = sample_stream(self.digits, self.rng, self.batch_size)
             await self.parameter_server.batch_ready.remote(self.key, batch_id, self.handle)
             return
+        self.collecting = None
         if self.keep_backlog:
             return  # nothing read is lost: the stream is read again from `clock`
         elapsed = time.monotonic() - started
