@@ -56,7 +56,6 @@ class StreamWorker:
         self.key, self.rate = key, rate
         self.rng = np.random.default_rng(seed)
         self.keep_backlog = False
-        self.collecting: tuple[float, np.ndarray] | None = None  # (start, arrival times)
         self._go_down()
         self.keep_backlog = keep_backlog
         self.arrivals, self.up_s, self.clock = 0, 0.0, 0.0
