@@ -43,8 +43,16 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "costs": ("launch/costs.py", ("tests/launch/test_costs.py",)),
 }
 # mutmut reads its config from pyproject.toml; the test selection is set per module here.
+# mutmut forks one child per mutant from a process that already ran the tests (so the cached
+# offline runs of the stack are warm). A forked child inherits the asyncio loop whose default
+# executor's threads did not survive the fork: Pulumi's mocks queue their calls there and wait
+# forever, and each mutant whose tests declare resources used to end as a CPU-limit "timeout",
+# counted as killed whatever it changed. A fresh loop in every child lets those tests run.
 BOOTSTRAP = """
+import asyncio
+import os
 import sys
+os.register_at_fork(after_in_child=lambda: asyncio.set_event_loop(asyncio.new_event_loop()))
 from mutmut.configuration import config
 config().pytest_add_cli_args_test_selection = sys.argv[3:]
 from mutmut.__main__ import cli
@@ -67,6 +75,10 @@ def dotted(path: Path) -> str:
 def run_module(path: Path, tests: tuple[str, ...], jobs: int) -> Counter[str]:
     """Run mutmut on one module with its tests; the status of each of its mutants."""
     prefix = dotted(path) + "."
+    # mutmut keeps which tests reach which function from its last run and only adds tests it
+    # has not seen: a test that changed (or another module's narrower selection) would leave
+    # mutants run against the wrong tests. Collect afresh: one run of the module's tests.
+    (PROJECT_DIR / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     subprocess.run(
         [sys.executable, "-c", BOOTSTRAP, prefix + "*", str(jobs), *tests],
         cwd=PROJECT_DIR,

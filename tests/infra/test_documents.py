@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pulumi
+import pulumi_aws as aws
 import pytest
-from pulumi.runtime import mocks
+from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -76,8 +78,9 @@ def test_bucket_read_write_lists_the_bucket_and_touches_only_its_objects() -> No
     }
 
 
-def declare_bucket(versioning: bool) -> list[DeclaredResource]:
-    """The DataBucket component alone, declared under mocks; what it registered."""
+def declare_bucket(versioning: bool, on_provider: bool = False) -> list[DeclaredResource]:
+    """The DataBucket component alone, declared under mocks (given an explicit AWS provider,
+    as the stack program does, when `on_provider`); what it registered."""
     monitor = _RecordingMonitor(_CloudMocks("us-east-1"))
     mocks.set_mocks(monitor.mocks, project=PROJECT, stack="dev", preview=False, monitor=monitor)
     args = DataBucketArgs(
@@ -87,16 +90,27 @@ def declare_bucket(versioning: bool) -> list[DeclaredResource]:
         expire_results_after_days=30,
         tags={"project": "spotburst"},
     )
-    _sync_await(run_pulumi_func(lambda: DataBucket("data", args)))
+
+    def program() -> None:
+        opts = None
+        if on_provider:
+            provider = aws.Provider("stack-aws", region="eu-west-1")
+            opts = pulumi.ResourceOptions(providers={"aws": provider})
+        DataBucket("data", args, opts)
+
+    _sync_await(run_pulumi_func(program))
     return list(monitor.declared)
 
 
-@pytest.fixture(scope="module")
+# Declared anew for each test (a tenth of a second): mutation testing runs, for a planted
+# bug, only the tests during which the changed function ran, and a module-scoped fixture
+# would run it only during the first test.
+@pytest.fixture
 def declared() -> list[DeclaredResource]:
     return declare_bucket(versioning=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def bucket_resources(declared: list[DeclaredResource]) -> dict[str, DeclaredResource]:
     return {resource.name: resource for resource in declared if resource.custom}
 
@@ -169,3 +183,47 @@ def test_versioning_off_is_suspended() -> None:
     resources = {r.name: r for r in declare_bucket(versioning=False) if r.custom}
     assert _inputs(resources, "data-versioning")["versioningConfiguration"] == {
         "status": "Suspended"}
+
+
+def test_every_bucket_resource_goes_through_the_provider_it_is_given() -> None:
+    """The stack hands its AWS provider (its region, its default tags: how `invoke destroy`
+    finds what is left) to the component: every resource in it must use that provider."""
+    declared = declare_bucket(versioning=True, on_provider=True)
+    [provider] = [r for r in declared if r.type == "pulumi:providers:aws"]
+    reference = f"{provider.urn}::{provider.resource_id}"
+    bucket_parts = [r for r in declared if r.type.startswith("aws:s3/")]
+    assert len(bucket_parts) == 7
+    assert {r.name: r.provider for r in bucket_parts} == {r.name: reference for r in bucket_parts}
+
+
+class _OutputsMonitor(_RecordingMonitor):
+    """Also keeps what each component registered as its outputs."""
+
+    def __init__(self) -> None:
+        super().__init__(_CloudMocks("us-east-1"))
+        self.registered_outputs: dict[str, Any] = {}
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self.registered_outputs[request.urn] = rpc.deserialize_properties(request.outputs)
+        return super().RegisterResourceOutputs(request)
+
+
+def test_the_component_hands_out_the_bucket_name_and_arn() -> None:
+    """What the stack exports (the bucket name) and what the pods' IAM policies are scoped
+    to (the ARN) come from these two outputs."""
+    monitor = _OutputsMonitor()
+    mocks.set_mocks(monitor.mocks, project=PROJECT, stack="dev", preview=False, monitor=monitor)
+    args = DataBucketArgs(name_prefix="spotburst-dev", force_destroy=False, versioning=True,
+                          expire_results_after_days=30)
+    seen: dict[str, str] = {}
+
+    def program() -> None:
+        bucket = DataBucket("data", args)
+        bucket.bucket_name.apply(lambda name: seen.setdefault("name", name))
+        bucket.bucket_arn.apply(lambda arn: seen.setdefault("arn", arn))
+
+    _sync_await(run_pulumi_func(program))
+    assert seen == {"name": "spotburst-dev-mock", "arn": ARN}
+    [component] = [r for r in monitor.declared if r.type == "spotburst:storage:DataBucket"]
+    assert monitor.registered_outputs[component.urn] == {
+        "bucket_name": "spotburst-dev-mock", "bucket_arn": ARN}

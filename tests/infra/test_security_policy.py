@@ -80,6 +80,17 @@ def _edited(
     return dataclasses.replace(run, resources=edited)
 
 
+def _set_input(run: OfflineRun, resource_type: str, name: str, **values: Any) -> OfflineRun:
+    """The run with plain inputs of one declared resource replaced."""
+    edited = [
+        dataclasses.replace(r, inputs={**r.inputs, **values})
+        if (r.type, r.name) == (resource_type, name) else r
+        for r in run.resources
+    ]
+    assert edited != run.resources, f"no {resource_type} {name} in the run"
+    return dataclasses.replace(run, resources=edited)
+
+
 def _statement(index: int, **values: Any) -> Callable[[Any], None]:
     return lambda document: document["Statement"][index].update(values)
 
@@ -162,7 +173,57 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
                             _statement(0, Action="s3:GetObject")),
         {"bucket-tls-only"},
     ),
+    "tls-deny-for-one-principal-only": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            _statement(0, Principal={"AWS": "arn:aws:iam::123456789012:root"})),
+        {"bucket-tls-only"},
+    ),
+    "tls-deny-without-condition": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            lambda doc: doc["Statement"][0].pop("Condition")),
+        {"bucket-tls-only"},
+    ),
+    "tls-deny-on-another-bucket": (
+        lambda run: _edited(run, BUCKET_POLICY, "data-tls-only", "policy",
+                            _statement(0, Resource=["arn:aws:s3:::other",
+                                                    "arn:aws:s3:::other/*"])),
+        {"bucket-tls-only"},
+    ),
     "no-bucket-policy": (lambda run: _without(run, BUCKET_POLICY), {"bucket-tls-only"}),
+    "bucket-policy-for-another-bucket": (
+        lambda run: _set_input(run, BUCKET_POLICY, "data-tls-only", bucket="other"),
+        {"bucket-tls-only"},
+    ),
+    "security-group-rule-from-anywhere": (
+        lambda run: _with(run, "aws:ec2/securityGroupRule:SecurityGroupRule", {
+            "type": "ingress", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}),
+        {"world-ingress"},
+    ),
+    "security-group-rule-from-anywhere-ipv6": (
+        lambda run: _with(run, "aws:ec2/securityGroupRule:SecurityGroupRule", {
+            "type": "ingress", "fromPort": 22, "toPort": 22, "ipv6CidrBlocks": ["::/0"]}),
+        {"world-ingress"},
+    ),
+    "security-group-ipv6-from-anywhere": (
+        lambda run: _with(run, "aws:ec2/securityGroup:SecurityGroup", {"ingress": [
+            {"fromPort": 22, "toPort": 22, "protocol": "tcp", "ipv6CidrBlocks": ["::/0"]}]}),
+        {"world-ingress"},
+    ),
+    "ipv4-rule-from-anywhere": (
+        lambda run: _with(run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                          {"cidrIpv4": "0.0.0.0/0"}),
+        {"world-ingress"},
+    ),
+    "eks-endpoint-public-by-default": (
+        # endpointPublicAccess left out: EKS makes the endpoint public
+        lambda run: _with(run, "eks:index:Cluster", {}),
+        {"world-ingress", "eks_secrets_use_kms", "ray_namespaces_have_network_policy"},
+    ),
+    "bucket-public-policy-allowed": (
+        lambda run: _set_input(run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+                               "data-public-access", blockPublicPolicy=False),
+        {"bucket-public-access"},
+    ),
     "ssh-from-anywhere": (
         lambda run: _with(run, "aws:ec2/securityGroup:SecurityGroup", {"ingress": [
             {"fromPort": 22, "toPort": 22, "protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"]}]}),
@@ -191,6 +252,21 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
         lambda run: _with(run, "aws:efs/fileSystem:FileSystem", {"encrypted": False}),
         {"efs-encryption"},
     ),
+    "efs-encryption-left-out": (
+        lambda run: _set_input(run, "aws:efs/fileSystem:FileSystem", "burst-cloud-efs",
+                               encrypted=None),
+        {"efs-encryption"},
+    ),
+    "instance-without-metadata-options": (
+        lambda run: _set_input(run, "aws:ec2/instance:Instance", "burst-cloud-0",
+                               metadataOptions=None),
+        {"imdsv2"},
+    ),
+    "node-group-imdsv2-left-out": (
+        lambda run: _set_input(run, "eks:index:ManagedNodeGroup", "eks-spot-cpu",
+                               enableIMDSv2=None),
+        {"imdsv2"},
+    ),
     "instance-imdsv1": (
         lambda run: _with(run, "aws:ec2/instance:Instance",
                           {"metadataOptions": {"httpTokens": "optional"}}),
@@ -217,6 +293,70 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
             {"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}]})}),
         {"iam-wildcard-action"},
     ),
+    "s3-star-in-a-role-inline-policy": (
+        lambda run: _with(run, ROLE, {**_trust({"Principal": {"Service": "ec2.amazonaws.com"},
+                                                "Action": "sts:AssumeRole"}),
+                                      "inlinePolicies": [{"name": "p", **_wildcard_policy(
+                                          "s3:*", "arn:aws:s3:::b")}]}),
+        {"iam-wildcard-action"},
+    ),
+    "s3-star-in-a-user-policy": (
+        lambda run: _with(run, "aws:iam/userPolicy:UserPolicy", _wildcard_policy("s3:*")),
+        {"iam-wildcard-action"},
+    ),
+    "s3-star-in-a-group-policy": (
+        lambda run: _with(run, "aws:iam/groupPolicy:GroupPolicy", _wildcard_policy("s3:*")),
+        {"iam-wildcard-action"},
+    ),
+    "s3-star-as-the-only-statement-not-in-a-list": (
+        lambda run: _with(run, ROLE_POLICY, {"policy": json.dumps({"Statement": {
+            "Effect": "Allow", "Action": " s3:* ", "Resource": "arn:aws:s3:::b"}})}),
+        {"iam-wildcard-action"},
+    ),
+    "power-user-policy-attached": (
+        lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                          {"policyArn": "arn:aws:iam::aws:policy/PowerUserAccess"}),
+        {"iam-broad-managed-policy"},
+    ),
+    "iam-full-access-attached": (
+        lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                          {"policyArn": "arn:aws:iam::aws:policy/IAMFullAccess"}),
+        {"iam-broad-managed-policy"},
+    ),
+    "any-aws-principal-among-others": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"AWS": ["arn:aws:iam::123456789012:root", "*"]},
+            "Action": "sts:AssumeRole"})),
+        {"trust-any-principal"},
+    ),
+    "trust-everyone-but": (
+        lambda run: _with(run, ROLE, _trust({
+            "NotPrincipal": {"AWS": "arn:aws:iam::123456789012:root"},
+            "Action": "sts:AssumeRole"})),
+        {"trust-any-principal"},
+    ),
+    "web-identity-without-aud": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringEquals": {"oidc.eks/id/X:sub": "system:serviceaccount:a:b"}},
+        })),
+        {"trust-federated-unscoped"},
+    ),
+    "web-identity-for-any-subject-in-a-list": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringLike": {"oidc.eks/id/X:sub": ["*"], "oidc.eks/id/X:aud": "sts"}},
+        })),
+        {"trust-federated-unscoped"},
+    ),
+    "web-identity-pinned-by-a-negated-condition": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringNotEquals": {"oidc.eks/id/X:sub": "system:serviceaccount:a:b",
+                                              "oidc.eks/id/X:aud": "sts"}},
+        })),
+        {"trust-federated-unscoped"},
+    ),
     "admin-policy-attached": (
         lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
                           {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}),
@@ -225,6 +365,21 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
     "secret-with-aws-keys": (
         lambda run: _with(run, "kubernetes:core/v1:Secret",
                           {"stringData": {"AWS_SECRET_ACCESS_KEY": "x"}}),
+        {"static-aws-key"},
+    ),
+    "session-key-id-in-env": (
+        lambda run: _with(run, "kubernetes:core/v1:ConfigMap",
+                          {"data": {"KEY": "ASIAABCDEFGHIJKLMNOP"}}),
+        {"static-aws-key"},
+    ),
+    "aws-key-named-in-lower-case": (
+        lambda run: _with(run, "kubernetes:core/v1:Secret",
+                          {"stringData": {"aws_access_key_id": "x", "aws_session_token": "y"}}),
+        {"static-aws-key"},
+    ),
+    "aws-key-in-a-container-env-list": (
+        lambda run: _with(run, "kubernetes:apps/v1:Deployment", {"env": [
+            {"name": "AWS_SECRET_ACCESS_KEY", "value": "x"}]}),
         {"static-aws-key"},
     ),
     "access-key-id-in-env": (
