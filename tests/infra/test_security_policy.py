@@ -13,7 +13,7 @@ from launch.offline import DeclaredResource, OfflineRun
 from stacks.config import KNOWN_EXPERIMENTS
 from stacks.fields import ConfigError
 from tests.helpers.offline_cache import cached_run
-from tests.infra.security_policy import fired, violations
+from tests.infra.security_policy import Violation, fired, violations
 
 
 @pytest.fixture
@@ -44,6 +44,7 @@ def test_a_private_api_endpoint_has_no_public_access_and_needs_no_admin_cidrs() 
     cluster = run.one("eks:index:Cluster").inputs
     assert cluster["endpointPublicAccess"] is False
     assert cluster["endpointPrivateAccess"] is True
+    assert violations(run) == []
 
 
 def _with(run: OfflineRun, resource_type: str, inputs: dict[str, Any]) -> OfflineRun:
@@ -190,6 +191,10 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
         {"bucket-tls-only"},
     ),
     "no-bucket-policy": (lambda run: _without(run, BUCKET_POLICY), {"bucket-tls-only"}),
+    "bucket-policy-not-an-object": (
+        lambda run: _set_input(run, BUCKET_POLICY, "data-tls-only", policy="[]"),
+        {"bucket-tls-only"},
+    ),
     "bucket-policy-for-another-bucket": (
         lambda run: _set_input(run, BUCKET_POLICY, "data-tls-only", bucket="other"),
         {"bucket-tls-only"},
@@ -329,6 +334,12 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
             "Action": "sts:AssumeRole"})),
         {"trust-any-principal"},
     ),
+    "any-aws-principal-in-a-trust-policy-given-as-an-object": (
+        # Pulumi takes policy documents as objects too, not only as JSON text
+        lambda run: _with(run, ROLE, {"assumeRolePolicy": {"Statement": [{
+            "Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}}),
+        {"trust-any-principal"},
+    ),
     "trust-everyone-but": (
         lambda run: _with(run, ROLE, _trust({
             "NotPrincipal": {"AWS": "arn:aws:iam::123456789012:root"},
@@ -408,6 +419,62 @@ def test_harmless_variants_do_not_fire(dev_run: OfflineRun) -> None:
         {"Effect": "Deny", "Action": "*", "Resource": "*"},
         {"Effect": "Allow", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/*"}]})})
     assert violations(denied) == []
+
+
+# The TLS-only statement written the other ways IAM accepts: each still denies it all.
+TLS_DENY_VARIANTS = {
+    "any-aws-principal": {"Principal": {"AWS": "*"}},
+    "any-aws-principal-as-a-list": {"Principal": {"AWS": ["*"]}},
+    "every-action": {"Action": "*"},
+    "actions-as-a-list-in-capitals": {"Action": ["S3:*"]},
+    "condition-as-a-boolean": {"Condition": {"Bool": {"aws:SecureTransport": False}}},
+    "resources-in-the-other-order-with-more": {"Resource": [
+        "arn:aws:s3:::spotburst-dev-mock/*", "arn:aws:s3:::other",
+        "arn:aws:s3:::spotburst-dev-mock"]},
+}
+
+
+@pytest.mark.parametrize("variant", TLS_DENY_VARIANTS.values(), ids=TLS_DENY_VARIANTS.keys())
+def test_the_tls_deny_written_another_way_still_counts(
+    dev_run: OfflineRun, variant: dict[str, Any]
+) -> None:
+    assert violations(_edited(dev_run, BUCKET_POLICY, "data-tls-only", "policy",
+                              _statement(0, **variant))) == []
+
+
+def test_egress_to_the_world_is_not_ingress(dev_run: OfflineRun) -> None:
+    egress = _with(dev_run, "aws:ec2/securityGroupRule:SecurityGroupRule", {
+        "type": "egress", "fromPort": 0, "toPort": 0, "cidrBlocks": ["0.0.0.0/0"],
+        "ipv6CidrBlocks": ["::/0"]})
+    # a source written with host bits set is read as its network
+    inside = _with(egress, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                   {"cidrIpv4": "10.0.0.1/16"})
+    assert violations(inside) == []
+
+
+def test_a_cluster_rule_violation_reads_as_its_message() -> None:
+    violation = Violation("eks_secrets_use_kms", "", "EKS cluster eks: secrets not encrypted")
+    assert str(violation) == "[eks_secrets_use_kms] EKS cluster eks: secrets not encrypted"
+    assert "secrets not encrypted" in violation and "imdsv2" not in violation
+
+
+def test_each_finding_names_the_resource_and_the_hole(dev_run: OfflineRun) -> None:
+    """What a reader of the report is told: which resource, and what is wrong with it."""
+    bucket = "aws:s3/bucket:Bucket data"
+    leaky = _set_input(dev_run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+                       "data-public-access", blockPublicAcls=False, restrictPublicBuckets=False)
+    assert [str(v) for v in violations(leaky)] == [
+        f"[bucket-public-access] {bucket}: public access not blocked: "
+        "blockPublicAcls, restrictPublicBuckets"]
+    plain = _without(dev_run, "aws:s3/bucketServerSideEncryptionConfiguration:"
+                     "BucketServerSideEncryptionConfiguration")
+    assert [str(v) for v in violations(plain)] == [
+        f"[bucket-encryption] {bucket}: no server-side encryption"]
+    open_ssh = _with(dev_run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                     {"cidrIpv4": "0.0.0.0/0"})
+    assert [str(v) for v in violations(open_ssh)] == [
+        "[world-ingress] aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule bad: "
+        "ingress from 0.0.0.0/0"]
 
 
 def test_a_violation_names_its_rule_and_resource(dev_run: OfflineRun) -> None:
