@@ -477,6 +477,67 @@ def test_each_finding_names_the_resource_and_the_hole(dev_run: OfflineRun) -> No
         "ingress from 0.0.0.0/0"]
 
 
+def _policy(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"policy": json.dumps({"Version": "2012-10-17", "Statement": list(statements)})}
+
+
+POLICY = "aws:iam/policy:Policy"
+# A breakage -> the exact findings reported (rule, resource, what is wrong).
+MESSAGES: dict[str, tuple[Callable[[OfflineRun], OfflineRun], list[str]]] = {
+    "no-tls-deny": (lambda run: _without(run, BUCKET_POLICY), [
+        "[bucket-tls-only] aws:s3/bucket:Bucket data: no bucket policy denies access without TLS"]),
+    "efs": (lambda run: _with(run, "aws:efs/fileSystem:FileSystem", {"encrypted": False}), [
+        "[efs-encryption] aws:efs/fileSystem:FileSystem bad: not encrypted"]),
+    "instance-imdsv1": (lambda run: _with(run, "aws:ec2/instance:Instance", {}), [
+        "[imdsv2] aws:ec2/instance:Instance bad: IMDSv2 not required"]),
+    "node-group-imdsv1": (
+        lambda run: _with(run, "eks:index:ManagedNodeGroup", {"enableIMDSv2": False}),
+        ["[imdsv2] eks:index:ManagedNodeGroup bad: IMDSv2 not required"]),
+    "not-action": (
+        lambda run: _with(run, POLICY, _policy(
+            {"Effect": "Allow", "NotAction": "iam:PassRole", "Resource": "*"})),
+        [f"[iam-wildcard-action] {POLICY} bad: allows everything but NotAction"]),
+    "wildcard-without-resource": (
+        lambda run: _with(run, POLICY, _policy({"Effect": "Allow", "Action": ["ec2:*"]})),
+        [f"[iam-wildcard-action] {POLICY} bad: allows ['ec2:*'] on ['(no resource)']"]),
+    "admin-attached": (
+        lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                          {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}),
+        ["[iam-broad-managed-policy] aws:iam/rolePolicyAttachment:RolePolicyAttachment bad: "
+         "attaches arn:aws:iam::aws:policy/AdministratorAccess"]),
+    "any-principal": (
+        lambda run: _with(run, ROLE, _trust({"Principal": "*", "Action": "sts:AssumeRole"})),
+        [f"[trust-any-principal] {ROLE} bad: any AWS principal may assume the role"]),
+    "federated-unscoped": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity"})),
+        [f"[trust-federated-unscoped] {ROLE} bad: federated ['{OIDC}'] not pinned by sub "
+         "and aud"]),
+    "key-id": (
+        lambda run: _with(run, "kubernetes:core/v1:ConfigMap",
+                          {"data": {"KEY": "AKIAABCDEFGHIJKLMNOP"}}),
+        ["[static-aws-key] kubernetes:core/v1:ConfigMap bad.data.KEY: "
+         "holds an AWS access key id"]),
+    "key-name": (
+        lambda run: _with(run, "kubernetes:core/v1:Secret",
+                          {"stringData": {"AWS_SECRET_ACCESS_KEY": "x"}}),
+        ["[static-aws-key] kubernetes:core/v1:Secret bad.stringData.AWS_SECRET_ACCESS_KEY: "
+         "names an AWS key (AWS_SECRET_ACCESS_KEY)"]),
+    "key-name-in-a-list": (
+        lambda run: _with(run, "kubernetes:core/v1:Secret",
+                          {"items": [{"aws_session_token": "x"}]}),
+        ["[static-aws-key] kubernetes:core/v1:Secret bad.items[0].aws_session_token: "
+         "names an AWS key (aws_session_token)"]),
+}
+
+
+@pytest.mark.parametrize(("breakage", "expected"), MESSAGES.values(), ids=MESSAGES.keys())
+def test_each_rule_reports_the_resource_and_the_hole(
+    dev_run: OfflineRun, breakage: Callable[[OfflineRun], OfflineRun], expected: list[str]
+) -> None:
+    assert [str(v) for v in violations(breakage(dev_run))] == expected
+
+
 def test_a_violation_names_its_rule_and_resource(dev_run: OfflineRun) -> None:
     broken = _with(dev_run, ROLE_POLICY, _wildcard_policy("s3:*", "arn:aws:s3:::b"))
     [violation] = violations(broken)
