@@ -6,6 +6,10 @@ one-line bugs in the module and runs only the fast unit tests that reach each ch
 Prints killed/total per module and exits 1 when a module is under the target. Survivors judged
 equivalent or harmless are listed in tests/mutation-survivors.md. Not part of `invoke test`:
 about ten minutes for all modules on 2 shared cores.
+
+Last measured (killed/total, see tests/mutation-survivors.md): costs 332/356 before tests for
+its survivors were added (6 equivalent remain); bucket 164/164; security-policy 299/321, run
+stopped with 319 of its 640 mutants untested.
 """
 
 from __future__ import annotations
