@@ -51,6 +51,10 @@ def node_marker(lab_id: str, name: str) -> str:
     return f"{lab_id}/{name}"
 
 
+AGENT_REGISTER_TIMEOUT_ENV = "RAY_agent_register_timeout_ms"
+AGENT_REGISTER_TIMEOUT_MS = 180_000
+
+
 def lab_env(temp_dir: Path) -> dict[str, str]:
     """Token auth with the lab's own token, for its nodes and for any driver of it."""
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(temp_dir / "ray_auth_token")}
@@ -262,6 +266,9 @@ class Supervisor:
             MARKER_ENV: node_marker(self.lab_id, spec.name),
             IMDS_ENDPOINT_ENV: endpoint.url,
             DRAIN_TIMEOUT_ENV: str(self.config.warning_s) if spec.pool == POOL_SPOT else "0",
+            # Ray's raylet gives its dashboard agent 30 s to register, which a loaded 2-core
+            # machine starting several nodes misses; a lab node waits longer instead of dying.
+            AGENT_REGISTER_TIMEOUT_ENV: str(AGENT_REGISTER_TIMEOUT_MS),
         }
         argv = ray_node_argv(spec, ports, head_address=self.head_address or "",
                              temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb,
