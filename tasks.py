@@ -29,6 +29,7 @@ from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.options import OptionError, OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
+from workloads.rl.options import RL_SPEC, RlOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
 CREDENTIALS_HINT = "configure AWS credentials (`aws configure` or `aws sso login`)"
@@ -204,6 +205,35 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
         folder = run(options, target)
     except failures as error:
         raise _fail(error) from None
+    except RuntimeError as error:  # the workload failed; its own output said why
+        raise Exit(f"error: {error}", code=1) from None
+    print(f"results and figures in {folder}")
+
+
+# --- distributed RL on spot ----------------------------------------------------------------
+
+
+@options_task(RL_SPEC, LAB_SPEC, TARGET_SPEC)
+def run_rl(c: Context, options: RlOptions, lab_options: SpotLabOptions,
+           target: TargetOptions) -> None:
+    """Run RLlib SAC with its learner on an on-demand node and env runners on spot nodes (a
+    new local spot lab by default, --address or --stack); draws the reward figures."""
+    from launch.port_forward import SecretUnreadable
+    from launch.ray_jobs import JobFailed
+    from launch.rl import run_rl as run
+    from launch.tunnel import TunnelFailed
+    from procs import ProcessNotReady
+
+    failures: tuple[type[Exception], ...] = (
+        ValueError, TunnelFailed, JobFailed, SecretUnreadable, pulumi_cli.PulumiError,
+        *_aws_errors(),
+    )
+    try:
+        folder = run(options, target, lab_options)
+    except failures as error:
+        raise _fail(error) from None
+    except ProcessNotReady as error:
+        raise Exit(f"error: the spot lab did not start: {error}", code=1) from None
     except RuntimeError as error:  # the workload failed; its own output said why
         raise Exit(f"error: {error}", code=1) from None
     print(f"results and figures in {folder}")

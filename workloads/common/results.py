@@ -51,12 +51,20 @@ class ResultsWriter:
         self.location = out or default_location(workload)
         self.endpoint_url = endpoint_url
         self._records: dict[str, list[dict[str, Any]]] = {}
+        self._files: dict[str, bytes] = {}
+
+    def add_file(self, name: str, data: bytes) -> None:
+        """A file written with the results (and carried in the log line with them), such as
+        a checkpoint the workload already wrote to the storage as it ran."""
+        self._files[name] = data
 
     def add_records(self, name: str, rows: list[dict[str, Any]]) -> None:
         self._records.setdefault(name, []).extend(rows)
 
     def files(self, summary: dict[str, Any], provenance: dict[str, Any]) -> dict[str, bytes]:
-        files = {"summary.json": _json_bytes(summary), "provenance.json": _json_bytes(provenance)}
+        files = dict(self._files)
+        files.update({"summary.json": _json_bytes(summary),
+                      "provenance.json": _json_bytes(provenance)})
         for name, rows in self._records.items():
             lines = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
             files[f"records/{name}.jsonl"] = lines.encode()

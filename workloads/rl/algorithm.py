@@ -1,0 +1,150 @@
+"""RLlib SAC (torch, new API stack) for the RL workload, and the Trainer actor that runs it.
+
+Placement: the Trainer actor, which holds the Algorithm with its (local) learner and replay
+buffer, asks for the learner pool's placement resource, so the learner runs on the on-demand
+learner node (and its GPU when given); the env runners ask for the spot pool's resource, so
+they sample on spot nodes. Both resources come from vocab/spot.py, which the spot lab and the
+spot cluster give their pools. When a spot node is preempted its runners die; Ray restarts
+them (max restarts from RLlib's fault tolerance) once a spot node is back, RLlib pings them
+back into service, and training goes on with the healthy ones meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+
+from vocab.spot import LEARNER_RESOURCE, ON_DEMAND_RESOURCE, SPOT_RESOURCE
+from workloads.rl.checkpoint import pack_state, unpack_state
+from workloads.rl.options import RlOptions
+
+PLACEMENT_RESOURCE = {"learner": LEARNER_RESOURCE, "on-demand": ON_DEMAND_RESOURCE,
+                      "spot": SPOT_RESOURCE, "anywhere": None}
+
+
+def placement(place: str) -> dict[str, float]:
+    """The custom resources an actor asks for to land on `place` (one CPU's worth)."""
+    resource = PLACEMENT_RESOURCE[place]
+    return {resource: 1.0} if resource else {}
+
+
+def trainer_options(options: RlOptions) -> dict[str, Any]:
+    """Ray actor options of the Trainer: the learner's node, one CPU, its GPUs."""
+    return {"num_cpus": 1, "num_gpus": options.learner_gpus,
+            "resources": placement(options.learner_on), "max_restarts": 0}
+
+
+def sac_config(options: RlOptions) -> Any:
+    """The SACConfig of a run (hyper-parameters after the seed's learner: two hidden layers,
+    one learning rate, τ, γ; α learned from 0.2)."""
+    from ray.rllib.algorithms.sac import SACConfig
+
+    hiddens = [options.hidden, options.hidden]
+    return (
+        SACConfig()
+        .environment(options.env)
+        .framework("torch")
+        .env_runners(
+            num_env_runners=options.env_runners,
+            num_cpus_per_env_runner=1,
+            custom_resources_per_env_runner=placement(options.runner_on),
+            rollout_fragment_length=options.rollout_fragment,
+            num_envs_per_env_runner=1,
+        )
+        # The learner lives in the Trainer actor (placed on the learner node).
+        .learners(num_learners=0, num_gpus_per_learner=options.learner_gpus)
+        .training(
+            train_batch_size_per_learner=options.batch_size,
+            num_steps_sampled_before_learning_starts=options.learning_starts,
+            actor_lr=options.learning_rate,
+            critic_lr=options.learning_rate,
+            alpha_lr=options.learning_rate,
+            initial_alpha=0.2,
+            tau=options.tau,
+            gamma=options.gamma,
+            training_intensity=options.training_intensity,
+            policy_model_config={"fcnet_hiddens": hiddens},
+            q_model_config={"fcnet_hiddens": hiddens},
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1_000_000},
+        )
+        .reporting(min_time_s_per_iteration=0,
+                   min_sample_timesteps_per_iteration=options.steps_per_iteration)
+        .fault_tolerance(
+            restart_failed_env_runners=True,
+            max_num_env_runner_restarts=1000,
+            delay_between_env_runner_restarts_s=options.restart_delay_s,
+            env_runner_health_probe_timeout_s=options.probe_timeout_s,
+            num_consecutive_env_runner_failures_tolerance=1000,
+        )
+        .evaluation(
+            evaluation_interval=options.eval_every,
+            evaluation_num_env_runners=0,  # in the Trainer, on the learner node
+            evaluation_duration=options.eval_episodes,
+            evaluation_duration_unit="episodes",
+            evaluation_config={"explore": False},
+        )
+        .debugging(seed=options.seed)
+    )
+
+
+def _mean(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number else None  # NaN: no episode finished
+
+
+class Trainer:
+    """The Algorithm on the learner's node; the driver calls `iterate()` and `state()`."""
+
+    def __init__(self, options: RlOptions, state: bytes | None = None) -> None:
+        self.algo = sac_config(options).build_algo()
+        self.probe_timeout_s = options.probe_timeout_s
+        if state is not None:  # resume: weights, optimizers and α of a checkpoint
+            self.algo.learner_group.set_state(unpack_state(state))
+            self.algo.env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.algo.learner_group, inference_only=True)
+
+    def node_id(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+    def iterate(self) -> dict[str, Any]:
+        """One training iteration (and its evaluation, when due), as one record."""
+        started = time.time()
+        result = self.algo.train()
+        runners = result.get("env_runners", {})
+        evaluation = result.get("evaluation", {}).get("env_runners", {})
+        group = self.algo.env_runner_group
+        return {
+            "iteration": int(result["training_iteration"]),
+            "env_steps": int(runners.get("num_env_steps_sampled_lifetime", 0)),
+            "episodes": int(runners.get("num_episodes_lifetime", 0)),
+            "train_return": _mean(runners.get("episode_return_mean")),
+            "eval_return": _mean(evaluation.get("episode_return_mean")),
+            "eval_episodes": int(evaluation.get("num_episodes", 0) or 0),
+            "healthy_runners": int(group.num_healthy_remote_workers()),
+            "runners": int(group.num_remote_workers()),
+            "runner_restarts": int(group.num_remote_worker_restarts()),
+            "runner_nodes": self.runner_nodes(),
+            "iteration_s": time.time() - started,
+        }
+
+    def runner_nodes(self) -> list[str]:
+        """The Ray node of each healthy env runner."""
+        nodes = self.algo.env_runner_group.foreach_env_runner(
+            lambda runner: ray.get_runtime_context().get_node_id(), local_env_runner=False,
+            timeout_seconds=self.probe_timeout_s)
+        return sorted(str(node) for node in nodes)
+
+    def state(self) -> bytes:
+        """The learner's state (weights, optimizers, α) as a msgpack checkpoint."""
+        return pack_state(self.algo.learner_group.get_state())
+
+    def stop(self) -> None:
+        self.algo.stop()
+
+
+RemoteTrainer = ray.remote(Trainer)

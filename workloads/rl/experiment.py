@@ -1,0 +1,258 @@
+"""The driver of an RL run: start the Trainer on the learner's node, iterate until the env
+steps are done, evaluate, checkpoint, follow the spot nodes, and write the results folder.
+
+Everything the run writes goes to its storage (a local folder or an S3 prefix): checkpoints
+as they are made (`checkpoints/iter_<n>/`, `checkpoints/best_<return>_<iter>/`), one line per
+evaluation appended to `rewards.jsonl`, and at the end summary.json, provenance.json and
+records/. If the Trainer (the learner's node) is lost, a new Trainer resumes from the last
+checkpoint, read back from the storage without unpickling anything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from vocab.spot import SPOT_RESOURCE
+from workloads.common.actors import start_actor
+from workloads.common.provenance import package_version, provenance
+from workloads.common.results import ResultsWriter
+from workloads.common.storage import LocalStorage, Storage, open_storage
+from workloads.rl.algorithm import RemoteTrainer, trainer_options
+from workloads.rl.checkpoint import (
+    best_name,
+    iteration_name,
+    pack_state,
+    read_checkpoint,
+    write_checkpoint,
+)
+from workloads.rl.options import RlOptions
+
+REWARDS_FILE = "rewards.jsonl"
+
+
+def append_line(storage: Storage, name: str, row: dict[str, Any]) -> None:
+    """One JSON line added to `name`: appended in place in a folder; S3 has no append, so
+    there the object is put again with the earlier lines unchanged and this one added."""
+    line = (json.dumps(row, sort_keys=True) + "\n").encode()
+    if isinstance(storage, LocalStorage):
+        path = storage.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as out:
+            out.write(line)
+        return
+    earlier = storage.read_bytes(name) if name in storage.names() else b""
+    storage.write_bytes(name, earlier + line)
+
+
+class SpotNodes:
+    """Spot nodes as Ray lists them (those offering the spot placement resource): a node
+    seen alive and later dead was preempted (or lost) during the run."""
+
+    def __init__(self) -> None:
+        self.alive: set[str] = set()
+        self.lost: list[str] = []
+
+    def poll(self) -> list[str]:
+        """Spot nodes lost since the last poll."""
+        lost = []
+        for node in ray.nodes():
+            if not node.get("Resources", {}).get(SPOT_RESOURCE) and node["NodeID"] not in \
+                    self.alive:
+                continue
+            if node["Alive"]:
+                self.alive.add(node["NodeID"])
+            elif node["NodeID"] in self.alive:
+                self.alive.discard(node["NodeID"])
+                lost.append(node["NodeID"])
+        self.lost += lost
+        return lost
+
+
+@dataclass
+class Progress:
+    """What the run has done so far, across Trainers (a resumed one counts from its
+    checkpoint)."""
+
+    iteration: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    best_return: float | None = None
+    last_return: float | None = None
+    runner_restarts: int = 0
+    learner_resumes: int = 0
+    samples_lost: int = 0
+    checkpoint: str | None = None  # the latest iteration checkpoint
+    checkpoints: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)  # files written while running
+
+
+class RlRun:
+    def __init__(self, options: RlOptions, say: Callable[[str], None]) -> None:
+        self.options = options
+        self.say = say
+        self.writer = ResultsWriter("rl", options.out, options.s3_endpoint)
+        self.storage = open_storage(self.writer.location, options.s3_endpoint)
+        self.progress = Progress()
+        self.nodes = SpotNodes()
+        self.iterations: list[dict[str, Any]] = []
+        self.preemptions: list[dict[str, Any]] = []
+        self.started = time.time()
+        self.runner_nodes: list[str] = []
+        # a Trainer's own counters start at 0: these are where the current one started
+        self.base = {"iteration": 0, "env_steps": 0, "episodes": 0, "runner_restarts": 0}
+
+    def start_trainer(self, state: bytes | None = None) -> Any:
+        trainer = start_actor(RemoteTrainer, self.options, state,
+                              options=trainer_options(self.options))
+        node = ray.get(trainer.node_id.remote())
+        self.say(f"learner (Trainer) on node {node[:12]}; {self.options.env_runners} env "
+                 f"runners on {self.options.runner_on} nodes")
+        return trainer
+
+    def run(self) -> Storage:
+        options = self.options
+        self.say(f"SAC on {options.env}: {options.steps} env steps, "
+                 f"{options.env_runners} env runners, seed {options.seed}")
+        self.nodes.poll()
+        trainer = self.start_trainer()
+        try:
+            while self.progress.env_steps < options.steps:
+                try:
+                    row = ray.get(trainer.iterate.remote())
+                except RayActorError as error:
+                    trainer = self.resume(error)
+                    continue
+                self.record(row)
+                self.after_iteration(trainer, row)
+        finally:
+            try:
+                ray.get(trainer.stop.remote(), timeout=60)
+            except Exception:  # a lost Trainer has nothing left to stop  # noqa: BLE001
+                pass
+            ray.kill(trainer)
+        return self.finish()
+
+    def resume(self, error: RayActorError) -> Any:
+        """The learner's node was lost: a new Trainer from the last checkpoint."""
+        progress = self.progress
+        if progress.checkpoint is None:
+            raise RuntimeError(f"the learner was lost before its first checkpoint: {error}")
+        checkpoint = read_checkpoint(self.storage, progress.checkpoint)
+        meta = checkpoint.meta
+        progress.learner_resumes += 1
+        progress.samples_lost += progress.env_steps - int(meta["env_steps"])
+        self.say(f"learner lost ({type(error).__name__}); resuming from "
+                 f"{progress.checkpoint} ({progress.env_steps - int(meta['env_steps'])} "
+                 f"env steps lost)")
+        self.base = {"iteration": int(meta["iteration"]), "env_steps": int(meta["env_steps"]),
+                     "episodes": int(meta["episodes"]),
+                     "runner_restarts": progress.runner_restarts}
+        progress.iteration = self.base["iteration"]
+        progress.env_steps = self.base["env_steps"]
+        return self.start_trainer(pack_state(checkpoint.state))
+
+    def record(self, row: dict[str, Any]) -> None:
+        progress = self.progress
+        progress.iteration = self.base["iteration"] + row["iteration"]
+        progress.env_steps = self.base["env_steps"] + row["env_steps"]
+        progress.episodes = self.base["episodes"] + row["episodes"]
+        progress.runner_restarts = self.base["runner_restarts"] + row["runner_restarts"]
+        now = time.time() - self.started
+        for node in self.nodes.poll():
+            self.preemptions.append({"t": now, "iteration": progress.iteration,
+                                     "env_steps": progress.env_steps, "node_id": node})
+            self.say(f"spot node {node[:12]} lost; training goes on with "
+                     f"{row['healthy_runners']}/{row['runners']} env runners")
+        self.iterations.append({
+            **row, "t": now, "iteration": progress.iteration, "env_steps": progress.env_steps,
+            "episodes": progress.episodes, "runner_restarts": progress.runner_restarts,
+            "learner_resumes": progress.learner_resumes,
+        })
+        if row["runner_nodes"] != self.runner_nodes:
+            self.runner_nodes = row["runner_nodes"]
+            self.say(f"env runners on nodes: {', '.join(self.runner_nodes) or 'none'}")
+        evaluated = row["eval_return"] is not None and row["eval_episodes"] > 0
+        self.say(
+            f"iteration {progress.iteration}: {progress.env_steps}/{self.options.steps} env "
+            f"steps, train return {_text(row['train_return'])}"
+            + (f", evaluation {row['eval_return']:.1f}" if evaluated else "")
+            + f", env runners {row['healthy_runners']}/{row['runners']}, restarts "
+            f"{progress.runner_restarts}"
+        )
+
+    def after_iteration(self, trainer: Any, row: dict[str, Any]) -> None:
+        progress = self.progress
+        meta = {"iteration": progress.iteration, "env_steps": progress.env_steps,
+                "episodes": progress.episodes, "env": self.options.env,
+                "options": self.options.parameters()}
+        if row["eval_return"] is not None and row["eval_episodes"] > 0:
+            progress.last_return = row["eval_return"]
+            improved = progress.best_return is None or row["eval_return"] > progress.best_return
+            if improved:
+                progress.best_return = row["eval_return"]
+            append_line(self.storage, REWARDS_FILE, {
+                "iteration": progress.iteration, "env_steps": progress.env_steps,
+                "t": time.time() - self.started, "return": row["eval_return"],
+                "episodes": row["eval_episodes"], "best": progress.best_return,
+            })
+            if improved:
+                self.save(trainer, best_name(row["eval_return"], progress.iteration),
+                          {**meta, "eval_return": row["eval_return"]})
+        if progress.iteration % self.options.checkpoint_every == 0:
+            name = iteration_name(progress.iteration)
+            self.save(trainer, name, meta)
+            progress.checkpoint = name
+
+    def save(self, trainer: Any, name: str, meta: dict[str, Any]) -> None:
+        state: bytes = ray.get(trainer.state.remote())
+        self.progress.written += write_checkpoint(self.storage, name, state, meta)
+        self.progress.checkpoints.append(name)
+        self.say(f"checkpoint {name}")
+
+    def finish(self) -> Storage:
+        options, progress = self.options, self.progress
+        self.writer.add_records("iterations", self.iterations)
+        self.writer.add_records("preemptions", self.preemptions)
+        for name in [*progress.written, REWARDS_FILE]:
+            if name in self.storage.names():
+                self.writer.add_file(name, self.storage.read_bytes(name))
+        wall = time.time() - self.started
+        summary = {
+            "target": options.target,
+            "env": options.env,
+            "env_steps": progress.env_steps,
+            "iterations": progress.iteration,
+            "episodes": progress.episodes,
+            "wall_time_s": wall,
+            "env_steps_per_s": progress.env_steps / wall if wall > 0 else None,
+            "best_eval_return": progress.best_return,
+            "last_eval_return": progress.last_return,
+            "env_runners": options.env_runners,
+            "preemptions": len(self.preemptions),
+            "env_runner_restarts": progress.runner_restarts,
+            "learner_resumes": progress.learner_resumes,
+            "samples_lost": progress.samples_lost,
+            "checkpoints": progress.checkpoints,
+            "seed": options.seed,
+        }
+        document = provenance(options.parameters(), {}, options.target, {"seed": options.seed})
+        document["torch"] = package_version("torch")
+        document["gymnasium"] = package_version("gymnasium")
+        storage = self.writer.finish(summary, document, to_log=options.results_to_log)
+        self.say(f"results: {storage.uri}")
+        return storage
+
+
+def _text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def run_experiment(options: RlOptions, say: Callable[[str], None] = print) -> Storage:
+    return RlRun(options, say).run()

@@ -1,0 +1,98 @@
+"""The RL workload's options: the one spec its argparse, `invoke run-rl` and the launcher's
+command line are made from (see workloads/common/options.py). Flag names stay clear of the
+spot lab's (`--spot`, `--learner`, ...) and the target's (`--address`, `--stack`, `--out`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from workloads.common.options import OptionError, OptionSpec, check_fields, option
+
+LEARNER_PLACES = ("learner", "on-demand", "anywhere")
+"""Where the learner goes: the learner pool's node (on-demand, a GPU node on AWS), any
+on-demand worker node, or wherever Ray finds a CPU (a plain cluster without pools)."""
+RUNNER_PLACES = ("spot", "on-demand", "anywhere")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RlOptions:
+    env: str = option(
+        "Pendulum-v1", "Gymnasium environment id (continuous actions: a Box action space)"
+    )
+    env_runners: int = option(2, "env runners (Ray actors sampling the environment)", minimum=1,
+                              maximum=64)
+    steps: int = option(20000, "env steps to sample in all (the run ends past this)", minimum=1)
+    seed: int = option(0, "seed of the environments, the networks and the evaluation phases",
+                       minimum=0)
+    runner_on: str = option("spot", "where env runners are placed (a node pool's placement "
+                            "resource)", choices=RUNNER_PLACES)
+    learner_on: str = option("learner", "where the learner is placed", choices=LEARNER_PLACES)
+    learner_gpus: float = option(0.0, "GPUs of the learner (its pool's GPU on AWS)", minimum=0.0,
+                                 maximum=8.0)
+    steps_per_iteration: int = option(
+        200, "env steps sampled per training iteration (all runners together)", minimum=1
+    )
+    rollout_fragment: int = option(
+        50, "env steps a runner samples per request", minimum=1
+    )
+    learning_starts: int = option(1000, "env steps sampled before the first update", minimum=0)
+    batch_size: int = option(256, "SAC train batch (transitions per update)", minimum=1)
+    training_intensity: float = option(
+        1.0, "replayed transitions per sampled transition (updates ≈ steps × this / batch)",
+        above=0.0,
+    )
+    hidden: int = option(256, "units of each of the two hidden layers (policy and Q)", minimum=1)
+    learning_rate: float = option(5e-4, "actor, critic and α learning rate", above=0.0)
+    gamma: float = option(0.99, "discount γ", above=0.0, maximum=1.0)
+    tau: float = option(0.01, "target-network update rate τ", above=0.0, maximum=1.0)
+    eval_every: int = option(
+        4, "iterations between evaluations (each runner's phase is seeded, see --seed)",
+        minimum=1,
+    )
+    eval_episodes: int = option(2, "deterministic episodes per evaluation", minimum=1)
+    checkpoint_every: int = option(
+        10, "iterations between learner checkpoints checkpoints/iter_<n>/", minimum=1
+    )
+    restart_delay_s: float = option(
+        1.0, "seconds a failed env runner waits before Ray restarts it", flag="--restart-delay",
+        minimum=0.0,
+    )
+    probe_timeout_s: float = option(
+        2.0, "seconds to wait for a restarted env runner's ping each iteration",
+        flag="--probe-timeout", above=0.0,
+    )
+    out: str | None = option(
+        None,
+        "results folder or s3://bucket/prefix (not set: results/rl/<timestamp>)",
+        launcher=True,
+    )
+    s3_endpoint: str | None = option(
+        None, "S3 endpoint URL for --out s3://... (a local S3)", launcher=True
+    )
+    results_to_log: bool = option(
+        False,
+        "also print the results as one line of the log (for a launcher without a bucket)",
+        launcher=True,
+    )
+    target: str = option("local", "where this runs, as recorded in summary.json", launcher=True)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not self.env.strip():
+            raise OptionError("--env", "expected a Gymnasium environment id, got ''")
+        if self.rollout_fragment > self.steps_per_iteration:
+            raise OptionError("--rollout-fragment", f"expected at most --steps-per-iteration "
+                              f"({self.steps_per_iteration}), got {self.rollout_fragment}")
+
+    def parameters(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+RL_SPEC = OptionSpec(
+    RlOptions,
+    prog="python -m workloads.rl",
+    description="Distributed SAC (RLlib, torch) with the learner on an on-demand node and env "
+    "runners on spot nodes; evaluations, checkpoints and rewards.jsonl in the run's storage; "
+    "writes summary.json, provenance.json and records/.",
+)
