@@ -111,7 +111,7 @@ class RlRun:
     def start_trainer(self, state: bytes | None = None) -> Any:
         trainer = start_actor(RemoteTrainer, self.options, state,
                               options=trainer_options(self.options))
-        node = ray.get(trainer.node_id.remote())
+        node = str(ray.get(trainer.node_id.remote()))
         self.say(f"learner (Trainer) on node {node[:12]}; {self.options.env_runners} env "
                  f"runners on {self.options.runner_on} nodes")
         return trainer
