@@ -220,9 +220,11 @@ class RlRun:
         options, progress = self.options, self.progress
         self.writer.add_records("iterations", self.iterations)
         self.writer.add_records("preemptions", self.preemptions)
-        for name in [*progress.written, REWARDS_FILE]:
-            if name in self.storage.names():
-                self.writer.add_file(name, self.storage.read_bytes(name))
+        if options.results_to_log:  # no bucket: what was written comes back in the log too
+            present = set(self.storage.names())
+            for name in [*progress.written, REWARDS_FILE]:
+                if name in present:
+                    self.writer.add_file(name, self.storage.read_bytes(name))
         wall = time.time() - self.started
         summary = {
             "target": options.target,

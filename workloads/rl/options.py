@@ -23,8 +23,7 @@ class RlOptions:
     env_runners: int = option(2, "env runners (Ray actors sampling the environment)", minimum=1,
                               maximum=64)
     steps: int = option(20000, "env steps to sample in all (the run ends past this)", minimum=1)
-    seed: int = option(0, "seed of the environments, the networks and the evaluation phases",
-                       minimum=0)
+    seed: int = option(0, "seed of the environments and the networks (RLlib's seed)", minimum=0)
     runner_on: str = option("spot", "where env runners are placed (a node pool's placement "
                             "resource)", choices=RUNNER_PLACES)
     learner_on: str = option("learner", "where the learner is placed", choices=LEARNER_PLACES)
@@ -47,7 +46,7 @@ class RlOptions:
     gamma: float = option(0.99, "discount γ", above=0.0, maximum=1.0)
     tau: float = option(0.01, "target-network update rate τ", above=0.0, maximum=1.0)
     eval_every: int = option(
-        4, "iterations between evaluations (each runner's phase is seeded, see --seed)",
+        4, "iterations between evaluations (in the Trainer, not on the env runners)",
         minimum=1,
     )
     eval_episodes: int = option(2, "deterministic episodes per evaluation", minimum=1)
