@@ -140,8 +140,16 @@ class Trainer:
         return sorted(str(node) for node in nodes)
 
     def state(self) -> bytes:
-        """The learner's state (weights, optimizers, α) as a msgpack checkpoint."""
-        return pack_state(self.algo.learner_group.get_state())
+        """The learner's state as a msgpack checkpoint: its module's weights (policy, Q and
+        target networks, α) and its optimizers' state; not its metrics nor which modules it
+        trains (a callable or a set, and the config says it anyway)."""
+        from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
+
+        state = self.algo.learner_group.get_state(components=[
+            f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}",
+            f"{COMPONENT_LEARNER}/{COMPONENT_OPTIMIZER}"])
+        state[COMPONENT_LEARNER].pop("should_module_be_updated", None)
+        return pack_state(state)
 
     def stop(self) -> None:
         self.algo.stop()
