@@ -109,8 +109,10 @@ class RlRun:
         self.base = {"iteration": 0, "env_steps": 0, "episodes": 0, "runner_restarts": 0}
 
     def start_trainer(self, state: bytes | None = None) -> Any:
-        trainer = start_actor(RemoteTrainer, self.options, state,
-                              options=trainer_options(self.options))
+        placed = trainer_options(self.options)
+        self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
+                 f"resources {placed['resources'] or 'none'} (it waits for such a node)")
+        trainer = start_actor(RemoteTrainer, self.options, state, options=placed)
         node = str(ray.get(trainer.node_id.remote()))
         self.say(f"learner (Trainer) on node {node[:12]}; {self.options.env_runners} env "
                  f"runners on {self.options.runner_on} nodes")
