@@ -103,6 +103,7 @@ class Trainer:
     def __init__(self, options: RlOptions, state: bytes | None = None) -> None:
         self.algo = sac_config(options).build_algo()
         self.probe_timeout_s = options.probe_timeout_s
+        self.eval_every = options.eval_every
         if state is not None:  # resume: weights, optimizers and α of a checkpoint
             self.algo.learner_group.set_state(unpack_state(state))
             self.algo.env_runner_group.sync_weights(
@@ -116,7 +117,10 @@ class Trainer:
         started = time.time()
         result = self.algo.train()
         runners = result.get("env_runners", {})
-        evaluation = result.get("evaluation", {}).get("env_runners", {})
+        # RLlib keeps the last evaluation's metrics in every later result: only an iteration
+        # that evaluated (RLlib evaluates after iterations eval_every, 2·eval_every, ...) has one
+        evaluated = int(result["training_iteration"]) % self.eval_every == 0
+        evaluation = result.get("evaluation", {}).get("env_runners", {}) if evaluated else {}
         group = self.algo.env_runner_group
         return {
             "iteration": int(result["training_iteration"]),
