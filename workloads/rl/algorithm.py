@@ -40,6 +40,7 @@ def sac_config(options: RlOptions) -> Any:
     """The SACConfig of a run (hyper-parameters after the seed's learner: two hidden layers,
     one learning rate, τ, γ; α learned from 0.2)."""
     from ray.rllib.algorithms.sac import SACConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
     hiddens = [options.hidden, options.hidden]
     return (
@@ -65,10 +66,11 @@ def sac_config(options: RlOptions) -> Any:
             tau=options.tau,
             gamma=options.gamma,
             training_intensity=options.training_intensity,
-            policy_model_config={"fcnet_hiddens": hiddens},
-            q_model_config={"fcnet_hiddens": hiddens},
             replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1_000_000},
         )
+        # On the new API stack the networks are sized by the RLModule's model config (the
+        # old policy_model_config/q_model_config keys are ignored there).
+        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=hiddens))
         .reporting(min_time_s_per_iteration=0,
                    min_sample_timesteps_per_iteration=options.steps_per_iteration)
         .fault_tolerance(
