@@ -78,9 +78,9 @@ def test_the_command_line_gives_back_the_options() -> None:
     )
     flags = ["--policy", "static,adaptive", "--workers", "8", "--alpha", "0.5"]
     argv = DOLL_SPEC.argv(options)
-    assert argv == [*flags, "--trace", "/tmp/other.json", "--results-to-log"]
+    assert argv == ["--results-to-log", *flags, "--trace", "/tmp/other.json"]
     assert DOLL_SPEC.parse(argv) == options
-    assert DOLL_SPEC.argv(options, paths=False) == [*flags, "--results-to-log"]
+    assert DOLL_SPEC.argv(options, paths=False) == ["--results-to-log", *flags]
     assert DOLL_SPEC.paths_of(options) == {"--trace": Path("/tmp/other.json")}
 
 

@@ -58,7 +58,7 @@ def test_runners_go_to_spot_nodes_and_the_learner_to_its_pool() -> None:
     assert config.env_runner_health_probe_timeout_s == options.probe_timeout_s
     assert config.evaluation_interval == 5
     assert config.evaluation_config["explore"] is False
-    assert config.policy_model_config["fcnet_hiddens"] == [32, 32]
+    assert config.model_config["fcnet_hiddens"] == [32, 32]  # the RLModule's networks
     assert config.actor_lr == config.critic_lr == config.alpha_lr == 1e-3
     assert placement("learner") == {"learner": 1.0}
     assert placement("on-demand") == {"on_demand": 1.0}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from workloads.common.results import ResultsOptions
 from workloads.doll.trace import DEFAULT_TRACE
 
 POLICIES = ("on-demand", "static", "adaptive", "static-paper", "adaptive-paper", "fallback")
@@ -18,7 +19,7 @@ RATE_MODES = ("homogeneous", "heterogeneous")
 
 
 @dataclass(frozen=True, kw_only=True)
-class DollOptions:
+class DollOptions(ResultsOptions):
     policies: tuple[str, ...] = option(
         DEFAULT_POLICIES,
         "comma-separated policies to run, in order: static/adaptive meet the deadline with "
@@ -87,20 +88,6 @@ class DollOptions:
         choices=PREEMPTION_MODES,
     )
     seed: int = option(0, "seed of preemptions, streams and weights", minimum=0)
-    out: str | None = option(
-        None,
-        "results folder or s3://bucket/prefix (not set: results/doll/<timestamp>)",
-        launcher=True,
-    )
-    s3_endpoint: str | None = option(
-        None, "S3 endpoint URL for --out s3://... (a local S3)", launcher=True
-    )
-    results_to_log: bool = option(
-        False,
-        "also print the results as one line of the log (for a launcher without a bucket)",
-        launcher=True,
-    )
-    target: str = option("local", "where this runs, as recorded in summary.json", launcher=True)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from workloads.common.results import ResultsOptions
 from workloads.inference.scheduler import POLICIES
 
 
@@ -70,7 +71,7 @@ JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a
 
 
 @dataclass(frozen=True, kw_only=True)
-class InferenceOptions(ServiceOptions):
+class InferenceOptions(ServiceOptions, ResultsOptions):
     """The service's flags, and the experiment's."""
 
     jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
@@ -84,14 +85,6 @@ class InferenceOptions(ServiceOptions):
     fail_after_s: float = option(20.0, "seconds after the jobs start that the failures hit",
                                  flag="--fail-after", minimum=0.0)
     seed: int = option(0, "seed of the models' training and the data split", minimum=0)
-    out: str | None = option(None, "results folder or s3://bucket/prefix (not set: "
-                             "results/inference/<timestamp>)", launcher=True)
-    s3_endpoint: str | None = option(None, "S3 endpoint URL for --out s3://...",
-                                     launcher=True)
-    results_to_log: bool = option(False, "also print the results as one line of the log",
-                                  launcher=True)
-    target: str = option("local", "where this runs, as recorded in summary.json",
-                         launcher=True)
 
     def parameters(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from workloads.common.results import ResultsOptions
 
 LEARNER_PLACES = ("learner", "on-demand", "anywhere")
 """Where the learner goes: the learner pool's node (on-demand, a GPU node on AWS), any
@@ -16,7 +17,7 @@ RUNNER_PLACES = ("spot", "on-demand", "anywhere")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RlOptions:
+class RlOptions(ResultsOptions):
     env: str = option(
         "Pendulum-v1", "Gymnasium environment id (continuous actions: a Box action space)"
     )
@@ -61,20 +62,6 @@ class RlOptions:
         2.0, "seconds to wait for a restarted env runner's ping each iteration",
         flag="--probe-timeout", above=0.0,
     )
-    out: str | None = option(
-        None,
-        "results folder or s3://bucket/prefix (not set: results/rl/<timestamp>)",
-        launcher=True,
-    )
-    s3_endpoint: str | None = option(
-        None, "S3 endpoint URL for --out s3://... (a local S3)", launcher=True
-    )
-    results_to_log: bool = option(
-        False,
-        "also print the results as one line of the log (for a launcher without a bucket)",
-        launcher=True,
-    )
-    target: str = option("local", "where this runs, as recorded in summary.json", launcher=True)
 
     def __post_init__(self) -> None:
         check_fields(self)
