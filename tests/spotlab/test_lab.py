@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from netem.lab.processes import marked_pids
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV, recorded_lab_ids, state_path
 from spotlab.supervisor import node_marker
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -31,14 +31,6 @@ SMALL = SpotLabConfig(spot=1, on_demand=0, cpus_per_node=1, alpha=1.0, warning_s
 """One spot node never preempted by its chain (α = 1): the tests interrupt it by hand."""
 
 
-def wait_until(condition: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not within {timeout_s:g} s")
 
 
 def listening_ports() -> set[int]:

@@ -20,6 +20,7 @@ import ray
 from launch.inference import STATE_DIR_ENV, ServiceRecord, connected
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV as LAB_STATE_DIR_ENV
+from tests.helpers.waiting import wait_until
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE
@@ -41,14 +42,6 @@ LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=2, alpha=1.0, warning_s=4
 preemptions (α = 1)."""
 
 
-def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout_s:g} s")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +96,7 @@ def test_fair_share_keeps_rates_of_a_cheap_and_a_costly_job_within_5_percent(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     running_service(bundle, repeat=200, rebalance_s=1.0, window_s=8.0)
     add_and_start(batch_size=50)
-    wait_for(lambda: (status := _status_or_none()) and all(
+    wait_until(lambda: (status := _status_or_none()) and all(
         job["processed"] > 0 for job in status["jobs"].values()), 120.0, "both jobs answering")
     time.sleep(12.0)  # a full window and rebalances after that: the issue's "after 30 s"
     spreads = []
@@ -135,19 +128,19 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     store = running_service(bundle, repeat=3, rebalance_s=1.0, window_s=8.0)
     add_and_start(batch_size=10)
-    wait_for(lambda: (status := _status_or_none()) and all(
+    wait_until(lambda: (status := _status_or_none()) and all(
         job["progress"] > 0.2 for job in status["jobs"].values()), 120.0, "both jobs 20 % done")
-    victims = wait_for(lambda: busy_workers()[:2] if len(busy_workers()) >= 2 else None,
+    victims = wait_until(lambda: busy_workers()[:2] if len(busy_workers()) >= 2 else None,
                        20.0, "two busy workers")
     for victim in victims:  # the same moment, each in the middle of a sub-job
         os.kill(victim["pid"], signal.SIGKILL)
     ray.kill(ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE), no_restart=False)
 
     # job-status keeps answering: the restarted coordinator resumed from the store
-    status = wait_for(lambda: _status_or_none(), 60.0, "job-status after the restart")
+    status = wait_until(lambda: _status_or_none(), 60.0, "job-status after the restart")
     assert status["coordinator_incarnation"] == 2
     assert status["jobs"]["small"]["processed"] > 0
-    final = wait_for(lambda: (status := _status_or_none()) and all(
+    final = wait_until(lambda: (status := _status_or_none()) and all(
         job["state"] == "done" for job in status["jobs"].values()) and status["jobs"],
         120.0, "both jobs done")
     for size in ("small", "large"):
@@ -159,7 +152,7 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         assert merged["answered"] == job["queries"] == len(queries)
         assert merged["predictions"] == [model.predict_one(q) for q in queries]
         assert job["accuracy"] > 0.9
-    live = wait_for(lambda: (lambda up: up if len(up) == 4 else None)(
+    live = wait_until(lambda: (lambda up: up if len(up) == 4 else None)(
         [w for w in call("members")["workers"] if w["state"] in ("idle", "busy")]),
         60.0, "two replacement workers")
     assert not {w["pid"] for w in live} & {v["pid"] for v in victims}

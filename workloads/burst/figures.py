@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from workloads.common.figures import save_figure  # noqa: E402
 from workloads.common.results import read_json, read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
 
@@ -42,7 +43,7 @@ def gantt(records: list[dict[str, Any]], title: str, path: Path) -> Path:
     axes.set(xlabel="seconds since the first submission", title=title)
     handles, labels = axes.get_legend_handles_labels()
     axes.legend(dict(zip(labels, handles, strict=True)).values(), dict.fromkeys(labels))
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def draw(folder: Path) -> list[Path]:
@@ -68,7 +69,7 @@ def draw(folder: Path) -> list[Path]:
         f"{summary['data']}, {summary['bandwidth_mbit']} Mbit/s)",
     )
     axes.legend()
-    drawn.append(_save(figure, folder / "makespan.png"))
+    drawn.append(save_figure(figure, folder / "makespan.png"))
     return drawn
 
 
@@ -87,11 +88,5 @@ def draw_sweep(folder: Path, summaries: list[dict[str, Any]]) -> Path:
         xlabel="cross-site bandwidth (Mbit/s)", ylabel="makespan (s)", title="Makespan vs bandwidth"
     )
     axes.legend()
-    return _save(figure, folder / "makespan_vs_bandwidth.png")
+    return save_figure(figure, folder / "makespan_vs_bandwidth.png")
 
-
-def _save(figure: plt.Figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from workloads.common.figures import save_figure  # noqa: E402
 from workloads.common.results import read_json, read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
 
@@ -42,7 +43,7 @@ def draw(folder: Path) -> list[Path]:
         axes.plot([r["t"] for r in timeline], [r["cost"] for r in timeline], label=policy)
     axes.set(xlabel="wall-clock time (s)", ylabel="cost ($)", title="Cost vs time")
     axes.legend()
-    drawn.append(_save(figure, folder / "cost_vs_time.png"))
+    drawn.append(save_figure(figure, folder / "cost_vs_time.png"))
 
     figure, axes = plt.subplots(figsize=(6, 4))
     for policy in policies:
@@ -50,7 +51,7 @@ def draw(folder: Path) -> list[Path]:
         axes.plot(costs, accuracy, marker=".", label=policy)
     axes.set(xlabel="cost ($)", ylabel="test accuracy", title="Accuracy vs cost")
     axes.legend()
-    drawn.append(_save(figure, folder / "accuracy_vs_cost.png"))
+    drawn.append(save_figure(figure, folder / "accuracy_vs_cost.png"))
 
     figure, axes = plt.subplots(figsize=(6, 4))
     ratios = [summary["policies"][p]["cost_ratio"] for p in policies]
@@ -61,15 +62,9 @@ def draw(folder: Path) -> list[Path]:
         axes.hlines(bound, index - 0.4, index + 0.4, colors="tab:red", label=label)
     axes.set(ylabel="cost ratio to on-demand", title="Cost ratio per policy")
     axes.legend()
-    drawn.append(_save(figure, folder / "cost_ratio.png"))
+    drawn.append(save_figure(figure, folder / "cost_ratio.png"))
     return drawn
 
-
-def _save(figure: plt.Figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
 
 
 def cost_vs_finish(rows: list[dict[str, Any]], path: Path) -> Path:
@@ -94,4 +89,4 @@ def cost_vs_finish(rows: list[dict[str, Any]], path: Path) -> Path:
     axes.set(xlabel="finish / deadline", ylabel="cost ratio to on-demand",
              title="Cost vs finish, one point per run")
     axes.legend(fontsize=7, ncol=2)
-    return _save(figure, path)
+    return save_figure(figure, path)

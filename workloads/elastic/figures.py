@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from workloads.common.figures import save_figure  # noqa: E402
 from workloads.common.results import read_json, read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
 
@@ -56,8 +57,4 @@ def draw(folder: Path) -> list[Path]:
         accuracy_axes.legend(loc="center right")
     workers_axes.legend(loc="lower left")
     loss_axes.legend(loc="upper right")
-    figure.tight_layout()
-    path = folder / "workers_loss.png"
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return [path]
+    return [save_figure(figure, folder / "workers_loss.png")]

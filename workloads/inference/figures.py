@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from workloads.common.figures import save_figure  # noqa: E402
 from workloads.common.results import read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
 
@@ -32,7 +33,7 @@ def draw(folder: Path) -> list[Path]:
     axes.set(xlabel="time since the jobs started (s)", ylabel="query rate (queries/s, window)",
              title="Query rate per job")
     axes.legend()
-    drawn.append(_save(figure, folder / "query_rate.png"))
+    drawn.append(save_figure(figure, folder / "query_rate.png"))
 
     latencies = read_records(storage, "latencies")
     figure, axes = plt.subplots(figsize=(7, 4))
@@ -43,12 +44,6 @@ def draw(folder: Path) -> list[Path]:
     axes.set(xscale="log", xlabel="latency per query (ms)", ylabel="fraction of queries",
              title="Latency CDF per job")
     axes.legend()
-    drawn.append(_save(figure, folder / "latency_cdf.png"))
+    drawn.append(save_figure(figure, folder / "latency_cdf.png"))
     return drawn
 
-
-def _save(figure: plt.Figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path

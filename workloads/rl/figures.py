@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from workloads.common.figures import save_figure  # noqa: E402
 from workloads.common.results import read_json, read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
 
@@ -51,9 +52,5 @@ def draw(folder: Path) -> list[Path]:
                        f"{summary['preemptions']} preemptions, "
                        f"{summary['env_runner_restarts']} runner restarts", fontsize=9)
         axes.legend(fontsize=8, loc="lower right")
-        figure.tight_layout()
-        path = folder / name
-        figure.savefig(path, dpi=120)
-        plt.close(figure)
-        drawn.append(path)
+        drawn.append(save_figure(figure, folder / name))
     return drawn
