@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -31,6 +32,13 @@ RAY_PORT_FLAGS = (
     "--runtime-env-agent-port",
     "--metrics-export-port",
 )
+
+
+def ctrl_c_as_from_a_terminal() -> None:
+    """preexec_fn of a child a test interrupts with SIGINT: Ctrl-C acts as it does for a
+    command typed in a terminal, whatever the test process inherited (Python installs its
+    KeyboardInterrupt handler only when SIGINT is not ignored at start-up)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @contextmanager

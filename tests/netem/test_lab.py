@@ -18,6 +18,7 @@ from netem.lab import netns as netns_module
 from netem.lab.state import recorded_lab_ids
 from netem.profile import load_profile
 from tests.helpers.lab import assert_nothing_left, needs_netns
+from tests.helpers.processes import ctrl_c_as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,6 +87,7 @@ def test_ctrl_c_during_lab_up_leaves_nothing() -> None:
     lab_up = subprocess.Popen(
         [sys.executable, "-m", "invoke", "lab-up", "--bw", "50"], cwd=REPO,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_as_from_a_terminal,
     )
     lab_id = ""
     assert lab_up.stderr is not None

@@ -19,6 +19,7 @@ from netem.lab.processes import marked_pids
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV, recorded_lab_ids, state_path
 from spotlab.supervisor import node_marker
+from tests.helpers.processes import ctrl_c_as_from_a_terminal
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.ray
@@ -175,7 +176,8 @@ with spot_lab(SpotLabConfig(spot=1, on_demand=1, alpha=1.0, dashboard=False)):
 def test_ctrl_c_during_start_up_leaves_nothing(state_dir: Path) -> None:
     before = set(recorded_lab_ids())
     child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=ctrl_c_as_from_a_terminal)
     try:
         lab_id = wait_until(lambda: (set(recorded_lab_ids()) - before) or None, 60,
                             "the lab's state file").pop()
