@@ -13,6 +13,7 @@ from typing import Any
 from invoke import Context, Exit, Task, task
 
 from launch import pulumi_cli
+from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
 from launch.options import (
     BURST_LAB_SPEC,
     BURST_RUN_SPEC,
@@ -29,6 +30,13 @@ from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.options import OptionError, OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
+from workloads.inference.options import (
+    INFERENCE_SPEC,
+    JOB_SPEC,
+    SERVICE_SPEC,
+    InferenceOptions,
+    ServiceOptions,
+)
 from workloads.rl.options import RL_SPEC, RlOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
@@ -511,15 +519,6 @@ def spot_lab_down(c: Context, lab: str | None = None, save_events: str | None = 
 
 
 # --- the inference cluster (seed 002): a service on Ray and its commands --------------------
-
-from launch.inference import INFER_TARGET_SPEC, InferTargetOptions  # noqa: E402
-from workloads.inference.options import (  # noqa: E402
-    INFERENCE_SPEC,
-    JOB_SPEC,
-    SERVICE_SPEC,
-    InferenceOptions,
-    ServiceOptions,
-)
 
 JOB_NAME_HELP = "Job name"
 
