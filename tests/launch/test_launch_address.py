@@ -81,6 +81,7 @@ def test_results_come_back_through_a_bucket(
         bucket="doll-results",
         region="us-east-1",
         s3_endpoint=endpoint,
+        same_python=True,  # the pip-installed environment is the test above's subject
     )
     run_remote(
         WorkloadRun(name="doll", module="workloads.doll", args=TINY),
