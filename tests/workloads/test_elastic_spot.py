@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.elastic_lost_work import run_with_interrupts
+from benchmarks.elastic_preemption import run_with_interrupts
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV
 

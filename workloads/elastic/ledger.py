@@ -12,12 +12,15 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from workloads.common.actors import start_actor
+from workloads.elastic.scaling import choose_workers, measured_throughput
 
 LEDGER_NAME_PREFIX = "spotburst-elastic-ledger-"
 
 
 class Ledger:
-    def __init__(self) -> None:
+    def __init__(self, min_workers: int, max_workers: int) -> None:
+        self.min_workers, self.max_workers = min_workers, max_workers
+        self.decisions: list[dict[str, Any]] = []
         self.attempts: list[dict[str, Any]] = []
         self.workers: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
@@ -54,6 +57,24 @@ class Ledger:
     def finish(self, metrics: dict[str, Any]) -> None:
         self.final = {"t": time.time(), **metrics}
 
+    def choose_workers(self, fit: int) -> int:
+        """The worker count for the run now that `fit` fit (the seed's rule on the throughput
+        measured so far); each new decision recorded."""
+        current = self.attempts[-1]["world_size"] if self.attempts else None
+        measured = measured_throughput(self.steps)
+        workers = choose_workers(measured, current, fit, self.min_workers, self.max_workers)
+        decision = {"fit": fit, "current": current, "workers": workers}
+        last = self.decisions[-1] if self.decisions else {}
+        if {key: last.get(key) for key in decision} != decision:
+            self.decisions.append({"t": time.time(), **decision, "throughput": {
+                str(size): value for size, value in sorted(measured.items())}})
+        return workers
+
+    def parked_since(self, since: float) -> bool:
+        """Whether the running group (begun at `since`) checkpointed and holds for a resize."""
+        holds = [h for h in self.holds if h["t"] >= since]
+        return bool(holds) and holds[-1]["reason"] == "resize" and not holds[-1].get("expired")
+
     def progress(self) -> dict[str, Any]:
         last = self.steps[-1] if self.steps else None
         return {"attempts": len(self.attempts), "last": last, "total_steps": self.total_steps,
@@ -62,12 +83,14 @@ class Ledger:
     def snapshot(self) -> dict[str, Any]:
         return {"attempts": self.attempts, "workers": self.workers, "steps": self.steps,
                 "checkpoints": self.checkpoints, "notices": self.notices,
-                "holds": self.holds, "final": self.final, "total_steps": self.total_steps}
+                "holds": self.holds, "decisions": self.decisions, "final": self.final,
+                "total_steps": self.total_steps}
 
 
-def start_ledger(name: str) -> Any:
-    """The ledger, named for the workers to find, pinned to this (the driver's) node."""
+def start_ledger(name: str, min_workers: int, max_workers: int) -> Any:
+    """The ledger, named for the workers (and the scaling policy) to find, pinned to this
+    (the driver's) node."""
     here = ray.get_runtime_context().get_node_id()
-    return start_actor(ray.remote(Ledger), options={
+    return start_actor(ray.remote(Ledger), min_workers, max_workers, options={
         "name": name, "num_cpus": 0, "max_concurrency": 1,
         "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False)})

@@ -16,11 +16,13 @@ checkpoints *this* step at once and every rank holds: no further step is compute
 restart would throw away. Ray Train then restarts the worker group on the nodes that are
 left and it resumes from that checkpoint.
 
-Growing works the same way: Ray Train restarts the worker group to use returned capacity
-(every --cluster-rescale-timeout s) from the latest checkpoint, so rank 0 watches for
-capacity beyond the current workers and, once it is there, every rank checkpoints and holds
-until that restart. Steps, notices, checkpoints and holds go to the
-run's ledger (workloads/elastic/ledger.py), from which the driver accounts for every step.
+Resizing works the same way: rank 0 asks the run's ledger which worker count the seed's
+rule picks for the capacity there is now (workloads/elastic/scaling.py: capacity that
+returned, or a count measured as inefficient); once that differs from its own, every rank
+checkpoints and holds, and Ray Train's scaling policy (workloads/elastic/policy.py, every
+--cluster-rescale-timeout s) restarts the group at the new size from that checkpoint.
+Steps, notices, checkpoints and holds go to the run's ledger (workloads/elastic/ledger.py),
+from which the driver accounts for every step.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ SETTINGS_KEY = "spotburst_elastic"
 STATE_FILE = "state.pt"
 STEP_FILE = "step.json"
 HOLD_POLL_S = 0.2
-GROW_HOLD_MARGIN_S = 10.0
+RESIZE_HOLD_MARGIN_S = 10.0
 
 
 class ElasticLoop:
@@ -56,8 +58,8 @@ class ElasticLoop:
         self.checkpoint_every = int(settings["checkpoint_every"])
         self.on_notice = str(settings["on_notice"])
         self.hold_s = float(settings["checkpoint_timeout"])
-        self.grow_hold_s = float(settings["cluster_rescale_timeout"]) + GROW_HOLD_MARGIN_S
-        self.max_workers = int(settings["max_workers"])
+        self.resize_hold_s = float(settings["cluster_rescale_timeout"]) + RESIZE_HOLD_MARGIN_S
+        self.elastic = int(settings["min_workers"]) < int(settings["max_workers"])
         self.worker_resources: dict[str, float] = dict(settings["resources_per_worker"])
         context = ray.train.get_context()
         self.rank = context.get_world_rank()
@@ -86,11 +88,11 @@ class ElasticLoop:
         self._lock: threading.Lock = threading.Lock()
         self._errors: int = 0
         self._room: bool = False
-        self._grew: bool = False
+        self._resized: bool = False
         poll_s = float(settings["notice_poll"])
         self._stop_watching: threading.Event = NoticeWatcher(timeout_s=1.0).watch(
             self._on_notice, poll_s=poll_s, on_error=self._on_error)
-        if self.rank == 0 and self.world_size < self.max_workers:
+        if self.rank == 0 and self.elastic:
             threading.Thread(target=self._watch_capacity, args=(poll_s,), name="capacity",
                              daemon=True).start()
 
@@ -118,9 +120,9 @@ class ElasticLoop:
                                            "source": source, "step": step, "t": time.time()})
             if self.on_notice == "checkpoint":
                 reason = "notice"
-        if reason is None and room and not self._grew and step + 1 < self.total_steps:
-            self._grew = True
-            reason = "grow"
+        if reason is None and room and not self._resized and step + 1 < self.total_steps:
+            self._resized = True
+            reason = "resize"
         if reason is None and self.checkpoint_every and (step + 1) % self.checkpoint_every == 0:
             reason = "periodic"
         if reason is None and step + 1 == self.total_steps:
@@ -128,9 +130,9 @@ class ElasticLoop:
         if reason is not None:
             self._save(step, metrics, state, reason)
         if reason == "notice" and step + 1 < self.total_steps:  # after the last: just end
-            self._hold(step, self.hold_s)
-        elif reason == "grow":
-            self._hold(step, self.grow_hold_s)
+            self._hold(step, self.hold_s, reason)
+        elif reason == "resize":
+            self._hold(step, self.resize_hold_s, reason)
 
     def finish(self, metrics: dict[str, Any]) -> None:
         """The run's final metrics (from rank 0), then stop watching for notices."""
@@ -154,7 +156,7 @@ class ElasticLoop:
     def _agreed_signals(self) -> tuple[str | None, bool]:
         """The same answer on every rank: whether any rank has a notice ('imds' for a
         node's metadata notice, 'ray-drain' for Ray's preemption drain, else None), and
-        whether rank 0 saw room for more workers."""
+        whether rank 0 saw the run's worker count change."""
         import torch
         import torch.distributed as dist
 
@@ -178,9 +180,10 @@ class ElasticLoop:
         while not self._stop_watching.wait(poll_s):
             try:
                 fits = workers_that_fit(self.worker_resources)
-            except Exception:  # a GCS hiccup: ask again at the next poll
+                chosen = int(ray.get(self.ledger.choose_workers.remote(fits), timeout=10))
+            except Exception:  # a GCS or ledger hiccup: ask again at the next poll
                 continue
-            if min(fits, self.max_workers) > self.world_size:
+            if chosen != self.world_size:
                 with self._lock:
                     self._room = True
                 return
@@ -204,18 +207,19 @@ class ElasticLoop:
         else:
             ray.train.report(report)
 
-    def _hold(self, step: int, limit_s: float) -> None:
-        """After a notice (or grow) checkpoint: compute nothing a restart would throw away.
-        Ray Train ends this worker group when the node goes (its deadline), or to grow; if
+    def _hold(self, step: int, limit_s: float, reason: str) -> None:
+        """After a notice (or resize) checkpoint: compute nothing a restart would throw away.
+        Ray Train ends this worker group when the node goes (its deadline), or to resize; if
         no restart comes within `limit_s`, training goes on from here."""
         begin = time.time()
         if self.rank == 0:
-            self.ledger.hold.remote({"attempt": self.attempt, "step": step, "t": begin})
+            self.ledger.hold.remote({"attempt": self.attempt, "step": step, "t": begin,
+                                     "reason": reason})
         while time.time() < begin + limit_s:
             time.sleep(HOLD_POLL_S)
         if self.rank == 0:
             self.ledger.hold.remote({"attempt": self.attempt, "step": step, "t": time.time(),
-                                     "expired": True})
+                                     "reason": reason, "expired": True})
 
 
 def workers_that_fit(resources_per_worker: dict[str, float]) -> int:

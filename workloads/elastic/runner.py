@@ -68,6 +68,7 @@ def train_config(options: ElasticOptions, ledger_name: str) -> dict[str, Any]:
             "on_notice": options.on_notice,
             "notice_poll": options.notice_poll,
             "cluster_rescale_timeout": options.cluster_rescale_timeout,
+            "min_workers": options.min_workers,
             "max_workers": options.max_workers,
             "resources_per_worker": resources_per_worker(options),
         },
@@ -79,9 +80,11 @@ def resources_per_worker(options: ElasticOptions) -> dict[str, float]:
 
 
 def make_trainer(options: ElasticOptions, config: dict[str, Any], name: str, storage: str,
-                 filesystem: Any) -> Any:
+                 filesystem: Any, ledger_name: str) -> Any:
     import ray.train
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchConfig
+
+    from workloads.elastic.policy import ElasticTorchTrainer
 
     # ray.train's stubs describe the V1 configs; with Train V2 (the default) these are V2's
     train: Any = ray.train
@@ -90,8 +93,9 @@ def make_trainer(options: ElasticOptions, config: dict[str, Any], name: str, sto
         options.max_workers if options.min_workers == options.max_workers
         else (options.min_workers, options.max_workers))
     resources = resources_per_worker(options)
-    return TorchTrainer(
+    return ElasticTorchTrainer(
         train_entry,
+        ledger_name=ledger_name,
         train_loop_config=config,
         torch_config=TorchConfig(backend="nccl" if options.gpus else "gloo"),
         scaling_config=train.ScalingConfig(
@@ -128,9 +132,9 @@ def run_elastic(options: ElasticOptions, say: Say) -> dict[str, Any]:
     run_id = secrets.token_hex(4)
     with ray_session(), checkpoint_storage(options) as (storage, filesystem):
         ledger_name = LEDGER_NAME_PREFIX + run_id
-        ledger = start_ledger(ledger_name)
+        ledger = start_ledger(ledger_name, options.min_workers, options.max_workers)
         trainer = make_trainer(options, train_config(options, ledger_name),
-                               f"elastic-{run_id}", storage, filesystem)
+                               f"elastic-{run_id}", storage, filesystem, ledger_name)
         say(f"elastic: {options.script_path().name} on {options.min_workers}.."
             f"{options.max_workers} workers, checkpoints in {storage}")
         stop = threading.Event()
@@ -146,7 +150,8 @@ def run_elastic(options: ElasticOptions, say: Say) -> dict[str, Any]:
     summary = {**summarize(record, started, ended), "target": options.target,
                "script": options.script_path().name, "on_notice": options.on_notice}
     writer = ResultsWriter("elastic", options.out, options.s3_endpoint)
-    for name in ("attempts", "workers", "steps", "checkpoints", "notices", "holds"):
+    for name in ("attempts", "workers", "steps", "checkpoints", "notices", "holds",
+                 "decisions"):
         writer.add_records(name, [{**row, "t_run": row["t"] - started} for row in record[name]])
     inputs = {"script": options.script_path()}
     document = provenance(options.parameters(), inputs, options.target,

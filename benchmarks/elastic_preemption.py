@@ -1,15 +1,16 @@
-"""Lost work per preemption: checkpoint on the spot notice vs periodic checkpoints only.
+"""Elastic training under preemption: checkpoint on the spot notice vs periodic checkpoints
+only, side by side.
 
 The same training (the shipped digits CNN) twice on one spot lab, under the same seeded
 preemption schedule (spot nodes interrupted when training reaches the same steps): once as
 spotburst runs it (a notice makes every rank checkpoint at the current step and hold until
 Ray Train restarts it on the nodes left), once as restart-based tools do (the notice is
 ignored; Ray Train restarts from the last periodic checkpoint). Both checkpoint every
---checkpoint-every steps as well. Prints, per mode: preemptions, lost steps (steps computed
-twice) and per preemption, mean time from the notice to the first step after the restart,
-wall time; then the wall-time ratio and the lost-step difference.
+--checkpoint-every steps as well. Prints the steps lost at each preemption in both modes side
+by side, then per mode: preemptions, lost steps (steps computed twice), mean time from the
+notice to the first step after the restart, wall time, accuracy; then the wall-time ratio.
 
-    python -m benchmarks.elastic_lost_work [--preemptions 2] [--steps 300] [--json FILE]
+    python -m benchmarks.elastic_preemption [--preemptions 3] [--steps 300] [--json FILE]
 """
 
 from __future__ import annotations
@@ -118,18 +119,29 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    lines = [f"Elastic lost work: {args.steps} steps of {args.step_time:g} s, "
+    lines = [f"Elastic training under preemption: {args.steps} steps of {args.step_time:g} s, "
              f"{args.preemptions} preemptions, warning {args.warning:g} s, periodic "
-             f"checkpoint every {args.checkpoint_every} steps",
-             f"{'on notice':<11} {'preempt':>7} {'lost':>5} {'lost/preempt':>13} "
-             f"{'resume s':>9} {'wall s':>7} {'accuracy':>8}"]
+             f"checkpoint every {args.checkpoint_every} steps"]
+    by_mode = {row["mode"]: row for row in rows}
+    lines.append(f"{'preemption':<11} " + " ".join(
+        f"{'after step':>10} {'lost (' + mode + ')':>20}" for mode in by_mode))
+    count = max((len(row["lost_per_preemption"]) for row in rows), default=0)
+    for index in range(count):
+        cells = []
+        for row in rows:
+            after = row["interrupted_after"]
+            lost = row["lost_per_preemption"]
+            cells.append(f"{after[index] if index < len(after) else '-':>10} "
+                         f"{lost[index] if index < len(lost) else '-':>20}")
+        lines.append(f"{index + 1:<11} " + " ".join(cells))
+    lines.append(f"{'on notice':<11} {'preempt':>7} {'lost':>5} {'lost/preempt':>13} "
+                 f"{'resume s':>9} {'wall s':>7} {'accuracy':>8}")
     for row in rows:
         per = row["lost_steps"] / row["preemptions"] if row["preemptions"] else float("nan")
         resume = row["mean_time_to_resume_s"]
         lines.append(f"{row['mode']:<11} {row['preemptions']:>7} {row['lost_steps']:>5} "
                      f"{per:>13.1f} {resume if resume is not None else float('nan'):>9.1f} "
                      f"{row['wall_time_s']:>7.1f} {row['test_accuracy'] or float('nan'):>8.3f}")
-    by_mode = {row["mode"]: row for row in rows}
     if set(by_mode) != set(MODES):
         return "\n".join(lines)
     ratio = by_mode["ignore"]["wall_time_s"] / by_mode["checkpoint"]["wall_time_s"]
@@ -139,9 +151,9 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.elastic_lost_work",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.elastic_preemption",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preemptions", type=int, default=2)
+    parser.add_argument("--preemptions", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--step-time", type=float, default=0.05,
                         help="seconds per step (the script pads each step to this)")
