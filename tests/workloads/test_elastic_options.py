@@ -57,10 +57,10 @@ def test_working_dir_must_be_a_folder(capsys: pytest.CaptureFixture[str],
 def test_accounting_counts_steps_computed_twice() -> None:
     """A restart that resumes from an older checkpoint than its last step loses the steps
     between; the notice-driven one loses none."""
-    steps = [{"attempt": 0, "step": s, "t": 1.0 + s} for s in range(10)]
-    steps += [{"attempt": 1, "step": s, "t": 10.0 + s} for s in range(10, 15)]
-    steps += [{"attempt": 2, "step": s, "t": 28.0 + s} for s in range(12, 16)]
-    steps += [{"attempt": 3, "step": s, "t": 40.0 + s} for s in range(16, 20)]
+    steps = [{"attempt": 0, "step": s, "t": 1.0 + s, "world_size": 3} for s in range(10)]
+    steps += [{"attempt": 1, "step": s, "t": 10.0 + s, "world_size": 2} for s in range(10, 15)]
+    steps += [{"attempt": 2, "step": s, "t": 28.0 + s, "world_size": 2} for s in range(12, 16)]
+    steps += [{"attempt": 3, "step": s, "t": 40.0 + s, "world_size": 3} for s in range(16, 20)]
     record = {
         "total_steps": 20,
         "attempts": [
@@ -74,7 +74,7 @@ def test_accounting_counts_steps_computed_twice() -> None:
                     {"attempt": 0, "rank": 2, "t": 10.2, "deadline": 14.0}],
         "checkpoints": [{"attempt": 0, "step": 9, "reason": "notice", "t": 11.0},
                         {"attempt": 1, "step": 11, "reason": "periodic", "t": 22.0},
-                        {"attempt": 2, "step": 15, "reason": "grow", "t": 44.0}],
+                        {"attempt": 2, "step": 15, "reason": "resize", "t": 44.0}],
         "final": {"t": 60.0, "test_accuracy": 0.97},
     }
     summary = summarize(record, started=0.0, ended=60.0)
@@ -89,3 +89,29 @@ def test_accounting_counts_steps_computed_twice() -> None:
     assert (third["workers_before"], third["workers_after"]) == (2, 3)
     assert summary["preemptions"] == 1 and summary["notices_honoured"] == 1
     assert summary["final_metrics"] == {"test_accuracy": 0.97}
+    assert summary["throughput_steps_per_s"] == {"3": pytest.approx(1.0)}  # 2 too short
+    assert summary["rescales"] == [
+        {"t": 18.0, "cause": "preemption", "workers_before": 3, "workers_after": 2},
+        {"t": 50.0, "cause": "grow", "workers_before": 2, "workers_after": 3}]
+
+
+def test_no_checkpoint_landed_means_a_restart_from_zero_and_counts_every_step_lost() -> None:
+    """The fallback when the notice checkpoint did not land (nor any before): Ray Train
+    restarts with no checkpoint, the script from step 0, and the accounting says so."""
+    steps = [{"attempt": 0, "step": s, "t": 1.0 + s, "world_size": 2} for s in range(6)]
+    steps += [{"attempt": 1, "step": s, "t": 20.0 + s, "world_size": 1} for s in range(10)]
+    record = {
+        "total_steps": 10,
+        "attempts": [{"attempt": 0, "t": 0.0, "world_size": 2, "resumed_from_step": None},
+                     {"attempt": 1, "t": 19.0, "world_size": 1, "resumed_from_step": None}],
+        "steps": steps,
+        "notices": [{"attempt": 0, "agreed": True, "t": 6.5},
+                    {"attempt": 0, "rank": 1, "t": 6.2, "deadline": 7.0}],
+        "checkpoints": [{"attempt": 1, "step": 9, "reason": "final", "t": 30.0}],
+        "final": {"t": 30.0},
+    }
+    summary = summarize(record, started=0.0, ended=31.0)
+    [restart] = summary["restarts"]
+    assert restart["cause"] == "preemption" and restart["resumed_from_step"] is None
+    assert restart["lost_steps"] == 6 == summary["lost_steps"]
+    assert summary["completed"] and summary["notices_honoured"] == 0
