@@ -10,13 +10,14 @@ from workloads.elastic.scaling import measured_throughput
 
 def summarize(record: dict[str, Any], started: float, ended: float) -> dict[str, Any]:
     """Steps, lost steps (steps computed more than once), restarts with their cause, lost
-    steps and time to resume, notices honoured, worker counts over time."""
+    steps and time to resume, notices (worker groups that saw one) and those honoured,
+    worker counts over time."""
     steps, attempts = record["steps"], record["attempts"]
     executions = Counter(row["step"] for row in steps)
     total = record.get("total_steps")
     restarts = [_restart(record, attempt, started) for attempt in attempts[1:]]
-    notices = [n for n in record["notices"] if n.get("agreed")]
-    honoured = [n for n in notices if _honoured(record, n)]
+    noticed = sorted({n["attempt"] for n in record["notices"]})
+    honoured = [attempt for attempt in noticed if _honoured(record, attempt)]
     final = {k: v for k, v in record["final"].items() if k != "t"}
     return {
         "total_steps": total,
@@ -26,7 +27,7 @@ def summarize(record: dict[str, Any], started: float, ended: float) -> dict[str,
         "lost_steps": sum(count - 1 for count in executions.values()),
         "preemptions": sum(1 for r in restarts if r["cause"] == "preemption"),
         "restarts": restarts,
-        "notices": len(notices),
+        "notices": len(noticed),
         "notices_honoured": len(honoured),
         "checkpoints": Counter(c["reason"] for c in record["checkpoints"]),
         "rescales": [{"t": r["t"], "cause": r["cause"], "workers_before": r["workers_before"],
@@ -74,13 +75,15 @@ def _restart(record: dict[str, Any], attempt: dict[str, Any], started: float
     }
 
 
-def _honoured(record: dict[str, Any], notice: dict[str, Any]) -> bool:
-    """A notice is honoured when its checkpoint landed before the node's deadline (the
-    earliest deadline any rank of that attempt saw; Ray's drain alone: before the kill)."""
+def _honoured(record: dict[str, Any], attempt: int) -> bool:
+    """The notice a worker group saw is honoured when every step completed by the node's
+    deadline (the earliest any of its ranks saw; Ray's drain alone: by the group's end) is
+    in a checkpoint that landed before it: the notice checkpoint, or an earlier one when
+    the group had computed nothing since (a notice while it started, or held)."""
     deadlines = [n["deadline"] for n in record["notices"]
-                 if n["attempt"] == notice["attempt"] and n.get("deadline")]
-    saved = [c for c in record["checkpoints"]
-             if c["attempt"] == notice["attempt"] and c["reason"] == "notice"]
-    if not saved:
-        return False
-    return not deadlines or saved[0]["t"] <= min(deadlines)
+                 if n["attempt"] == attempt and n.get("deadline")]
+    deadline = min(deadlines, default=float("inf"))
+    done = [s["step"] for s in record["steps"] if s["attempt"] <= attempt and s["t"] <= deadline]
+    saved = [c["step"] for c in record["checkpoints"]
+             if c["attempt"] <= attempt and c["t"] <= deadline]
+    return not done or max(saved, default=-1) >= max(done)
