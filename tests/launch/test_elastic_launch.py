@@ -1,17 +1,22 @@
 """`invoke run-elastic` before anything starts: the seed's short flags, the script's argv
 after `--`, the command line handed to the target, the working dir that travels with the
-code, and bad input ending the task with one line naming the flag."""
+code, and bad input ending the task with one line naming the flag; after the run: the cost
+and the figure made from the results folder."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from invoke import Context, Exit
 
 import tasks
-from launch.elastic import elastic_run
+from launch.elastic import elastic_run, price_results
+from launch.targets import LAB_RECORD
 from launch.working_dir import staged_working_dir
+from spotlab.config import SpotLabConfig
+from workloads.elastic.figures import FIGURE, draw
 from workloads.elastic.options import ELASTIC_SPEC, ElasticOptions, split_command_line
 
 
@@ -62,3 +67,46 @@ def test_bad_input_ends_the_task_with_one_line(given: dict[str, str], flag: str)
     message = str(ended.value.message)
     assert ended.value.code == 2 and message.startswith(f"error: {flag}")
     assert "\n" not in message
+
+
+def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -> None:
+    """What the launcher does after the job: cost from the lab record into summary.json and
+    records/cost.jsonl, then the figure (workers, accuracy, cost)."""
+    t0 = 1000.0
+    lab = SpotLabConfig(spot=1, on_demand=1)
+    rows = {
+        "attempts": [{"attempt": 0, "t": t0 + 1, "world_size": 2},
+                     {"attempt": 1, "t": t0 + 30, "world_size": 1}],
+        "steps": [{"attempt": a, "step": s, "t": t0 + 2 + s, "loss": 1.0 / (s + 1),
+                   **({"test_accuracy": 0.5 + s / 50} if s % 5 == 4 else {})}
+                  for a, steps in ((0, range(10)), (1, range(10, 20))) for s in steps],
+        "notices": [{"attempt": 0, "agreed": True, "t": t0 + 11.5}],
+        "checkpoints": [{"attempt": 0, "step": 9, "reason": "notice", "t": t0 + 12}],
+        "holds": [{"attempt": 0, "step": 9, "t": t0 + 12, "reason": "notice"}],
+    }
+    for name, records in rows.items():
+        (tmp_path / "records").mkdir(exist_ok=True)
+        (tmp_path / "records" / f"{name}.jsonl").write_text("".join(
+            json.dumps({**row, "t_run": row["t"] - t0}) + "\n" for row in records))
+    summary = {"script": "digits_cnn.py", "steps_done": 20, "lost_steps": 0, "preemptions": 1,
+               "notices": 1, "notices_honoured": 1, "started_at": t0, "ended_at": t0 + 40,
+               "wall_time_s": 40.0}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / LAB_RECORD).mkdir()
+    (tmp_path / LAB_RECORD / "config.json").write_text(json.dumps(lab.to_dict()))
+    events = [{"t": t0 - 5, "event": "join", "node": name, "slot": slot}
+              for name, slot in (("head", None), ("od-0", None), ("spot-0", 0))]
+    events += [{"t": t0 + 11, "event": "notice", "node": "spot-0", "slot": 0},
+               {"t": t0 + 17, "event": "kill", "node": "spot-0", "slot": 0}]
+    (tmp_path / LAB_RECORD / "events.jsonl").write_text(
+        "".join(json.dumps(event) + "\n" for event in events))
+
+    priced = price_results(tmp_path)
+    assert priced is not None
+    written = json.loads((tmp_path / "summary.json").read_text())["cost"]
+    assert written == priced and 0 < priced["cost_usd"] < priced["all_on_demand_cost_usd"]
+    assert priced["spot_up_node_s"] == pytest.approx(17.0)
+    assert (tmp_path / "records" / "cost.jsonl").read_text().count("\n") >= 3
+    [figure] = draw(tmp_path)
+    assert figure.name == FIGURE and figure.stat().st_size > 10_000
+    assert price_results(tmp_path / "records") is None  # no lab record: nothing priced
