@@ -77,9 +77,9 @@ def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -
     rows = {
         "attempts": [{"attempt": 0, "t": t0 + 1, "world_size": 2},
                      {"attempt": 1, "t": t0 + 30, "world_size": 1}],
-        "steps": [{"attempt": a, "step": s, "t": t0 + 2 + s, "loss": 1.0 / (s + 1),
+        "steps": [{"attempt": int(s >= 10), "step": s, "t": t0 + 2 + s, "loss": 1.0 / (s + 1),
                    **({"test_accuracy": 0.5 + s / 50} if s % 5 == 4 else {})}
-                  for a, steps in ((0, range(10)), (1, range(10, 20))) for s in steps],
+                  for s in range(20)],
         "notices": [{"attempt": 0, "agreed": True, "t": t0 + 11.5}],
         "checkpoints": [{"attempt": 0, "step": 9, "reason": "notice", "t": t0 + 12}],
         "holds": [{"attempt": 0, "step": 9, "t": t0 + 12, "reason": "notice"}],
