@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from invoke import Context, Exit
@@ -74,7 +75,7 @@ def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -
     records/cost.jsonl, then the figure (workers, accuracy, cost)."""
     t0 = 1000.0
     lab = SpotLabConfig(spot=1, on_demand=1)
-    rows = {
+    rows: dict[str, list[dict[str, Any]]] = {
         "attempts": [{"attempt": 0, "t": t0 + 1, "world_size": 2},
                      {"attempt": 1, "t": t0 + 30, "world_size": 1}],
         "steps": [{"attempt": int(s >= 10), "step": s, "t": t0 + 2 + s, "loss": 1.0 / (s + 1),
