@@ -35,13 +35,15 @@ class ElasticOptions(ResultsOptions):
     checkpoint_timeout: float = option(
         120.0,
         "seconds the workers hold at a notice checkpoint for the restart; past it they "
-        "train on (a later restart resumes from the newest checkpoint that landed)",
+        "train on (a later restart resumes from the newest checkpoint that landed, else "
+        "from step 0)",
         above=0.0,
     )
     cluster_rescale_timeout: float = option(
         60.0,
-        "seconds between checks for returned capacity to grow the run (Ray Train's "
-        "elastic_resize_monitor_interval_s)",
+        "seconds between Ray Train's checks of a running group's worker count (its "
+        "elastic_resize_monitor_interval_s): grow into returned capacity, or shrink to "
+        "the count the worker-count rule picks",
         above=0.0,
     )
     checkpoint_every: int = option(
