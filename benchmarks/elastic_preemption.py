@@ -61,7 +61,7 @@ def run_with_interrupts(lab: SpotLab, out: Path, workload_args: list[str],
     interrupted: set[str] = set()
     try:
         deadline = time.monotonic() + timeout_s
-        while (line := lines.get(timeout=max(1.0, deadline - time.monotonic()))) is not None:
+        while (line := _next_line(lines, deadline, log)) is not None:
             log.append(line)
             progress = PROGRESS.search(line)
             if pending and progress and int(progress[1]) >= pending[0]:
@@ -76,6 +76,14 @@ def run_with_interrupts(lab: SpotLab, out: Path, workload_args: list[str],
     finally:
         procs.stop(process)
     return process.returncode, log, done
+
+
+def _next_line(lines: queue.Queue[str | None], deadline: float, log: list[str]) -> str | None:
+    try:
+        return lines.get(timeout=max(1.0, deadline - time.monotonic()))
+    except queue.Empty:
+        raise TimeoutError("the run did not end in time; its last lines:\n"
+                           + "".join(log[-60:])) from None
 
 
 def schedule(preemptions: int, steps: int, seed: int) -> list[int]:

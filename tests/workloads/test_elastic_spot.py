@@ -39,7 +39,7 @@ def run(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     code, log, interrupted = run_with_interrupts(lab, out, [
         "-m", "2", "--cluster-rescale-timeout", "600", "--notice-poll", "0.2", "--",
         "--steps", str(STEPS), "--step-time", "0.05", "--eval-every", "60"],
-        interrupt_at=[INTERRUPT_AT_STEP], timeout_s=240)
+        interrupt_at=[INTERRUPT_AT_STEP], timeout_s=420)
     assert code == 0, "".join(log[-60:])
     assert len(interrupted) == 1, "".join(log[-60:])
     summary = json.loads((out / "summary.json").read_text())
