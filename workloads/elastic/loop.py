@@ -163,9 +163,11 @@ class ElasticLoop:
         with self._lock:
             flags = [1.0 if self._notice is not None else 0.0, 1.0 if self._room else 0.0]
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
-            import ray.train.torch
+            # not `import ray.train.torch` here: that makes `ray` local to this function,
+            # unbound below when a single worker skips this branch
+            from ray.train.torch import get_device
 
-            agreed = torch.tensor(flags, device=ray.train.torch.get_device())
+            agreed = torch.tensor(flags, device=get_device())
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
             flags = [float(value) for value in agreed.tolist()]
         room = flags[1] > 0
