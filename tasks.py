@@ -13,6 +13,7 @@ from typing import Any
 from invoke import Context, Exit, Task, task
 
 from launch import pulumi_cli
+from launch.elastic import ELASTIC_LAB_SPEC
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
 from launch.options import (
     BURST_LAB_SPEC,
@@ -696,7 +697,7 @@ def _with_short_flags(task_object: Task, short_flags: dict[str, str]) -> Task:
     return task_object
 
 
-@options_task(ELASTIC_SPEC, LAB_SPEC, TARGET_SPEC)
+@options_task(ELASTIC_SPEC, ELASTIC_LAB_SPEC, TARGET_SPEC)
 def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions,
                 target: TargetOptions) -> None:
     """Elastic training on spot: `-f SCRIPT -m MAX -- SCRIPT_ARGS` (no -f: the digits CNN) on
