@@ -53,6 +53,7 @@ def test_the_gradient_matches_finite_differences() -> None:
     rng = np.random.default_rng(1)
     batch = compute.load_batch([generated_image(120, 150, k, rng) for k in range(2)])
     assert batch.shape == (2, 500, 400, 3)
+    batch = batch[:, 200:260, 150:200]  # a crop: the same maths, 1/60 of the work per gradient
     labels = np.array([1, 7])
     weights = {k: v.astype(np.float64) for k, v in compute.initial_weights(0).items()}
     grads, _ = compute.gradient(weights, batch, labels)

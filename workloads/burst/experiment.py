@@ -109,7 +109,8 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     cpus = task_cpus(nodes, config.task_cpus)
     workers = [n for n in nodes if n.is_worker]  # as the first run found them
     source = data_source(config)
-    tasks = ensure_inputs(config, source.storage(), say)
+    cache = None if config.inputs_cache is None else Path(config.inputs_cache)
+    tasks = ensure_inputs(config, source.storage(), say, cache)
     results: dict[str, RunResult] = {}
     extras: dict[str, dict[str, Any]] = {}
     for name in config.schedulers:

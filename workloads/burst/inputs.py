@@ -6,16 +6,18 @@ a later run with the same parameters finds the manifest and reuses the files.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from workloads.burst.options import BurstOptions
-from workloads.common.storage import Storage
+from workloads.common.storage import LocalStorage, Storage
 
 MANIFEST = "manifest.json"
 CLASSES = 10
@@ -92,24 +94,54 @@ def _generate(params: dict[str, int | str], storage: Storage) -> list[TaskSpec]:
     return tasks
 
 
-def ensure_inputs(
-    config: BurstOptions, storage: Storage, say: Callable[[str], None] = print
-) -> list[TaskSpec]:
-    """The tasks of this configuration, generating the inputs unless already there."""
-    params = input_parameters(config)
+def cache_folder(cache: Path, params: dict[str, int | str]) -> LocalStorage:
+    """The cache's folder for inputs of these parameters (one per set of parameters)."""
+    key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+    return LocalStorage(cache / f"{params['workload']}-{key}")
+
+
+def _read_manifest(storage: Storage, params: dict[str, int | str]) -> list[TaskSpec] | None:
+    """The tasks in `storage`'s manifest if it was written for `params`, else None."""
     try:
         manifest = json.loads(storage.read_bytes(MANIFEST))
-    except Exception:  # noqa: BLE001 - absent or unreadable: generate afresh
-        manifest = None
-    if manifest is not None and manifest.get("parameters") == params:
-        say(f"inputs: reusing {len(manifest['tasks'])} tasks at {storage.uri}")
-        return [
-            TaskSpec(**{**t, "files": tuple(t["files"]), "labels": tuple(t["labels"])})
-            for t in manifest["tasks"]
-        ]
-    say(f"inputs: generating {config.tasks} {config.workload} tasks at {storage.uri}")
-    tasks = _generate(params, storage)
+    except Exception:  # noqa: BLE001 - absent or unreadable: not there
+        return None
+    if manifest.get("parameters") != params:
+        return None
+    return [
+        TaskSpec(**{**t, "files": tuple(t["files"]), "labels": tuple(t["labels"])})
+        for t in manifest["tasks"]
+    ]
+
+
+def _write_manifest(storage: Storage, params: dict[str, int | str], tasks: list[TaskSpec]) -> None:
     document = {"parameters": params, "tasks": [asdict(task) for task in tasks]}
     storage.write_bytes(MANIFEST, json.dumps(document, indent=1).encode())
+
+
+def ensure_inputs(
+    config: BurstOptions,
+    storage: Storage,
+    say: Callable[[str], None] = print,
+    cache: Path | None = None,
+) -> list[TaskSpec]:
+    """The tasks of this configuration, generating the inputs unless already there; with a
+    `cache`, inputs of the same parameters are copied from it (generated there once)."""
+    params = input_parameters(config)
+    tasks = _read_manifest(storage, params)
+    if tasks is not None:
+        say(f"inputs: reusing {len(tasks)} tasks at {storage.uri}")
+        return tasks
+    if cache is not None:
+        cached = cache_folder(cache, params)
+        tasks = ensure_inputs(config, cached, say)
+        say(f"inputs: copying {len(tasks)} tasks from {cached.uri} to {storage.uri}")
+        for name in (name for task in tasks for name in task.files):
+            storage.write_bytes(name, cached.read_bytes(name))
+        _write_manifest(storage, params, tasks)  # last: a half-copied folder has none
+        return tasks
+    say(f"inputs: generating {config.tasks} {config.workload} tasks at {storage.uri}")
+    tasks = _generate(params, storage)
+    _write_manifest(storage, params, tasks)
     say(f"inputs: {sum(t.nbytes for t in tasks) / 1e6:.1f} MB in {len(tasks)} tasks")
     return tasks

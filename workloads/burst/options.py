@@ -56,6 +56,11 @@ class BurstOptions:
         None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
     )
     s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs")
+    inputs_cache: str | None = option(
+        None,
+        "a local directory of generated inputs kept across runs: inputs with the same "
+        "parameters are copied from it instead of generated again (generated there first)",
+    )
     seed: int = option(0, "seed of the generated inputs", minimum=0)
     data_dir: str = option(
         "burst-data",
