@@ -72,6 +72,20 @@ def test_a_job_admitted_later_gets_no_credit_for_the_time_it_waited() -> None:
         Scheduler("random")
 
 
+def test_a_first_measurement_does_not_stall_the_job_that_led_at_the_placeholder_price() -> None:
+    scheduler = Scheduler("fair")
+    for job in ("small", "large"):
+        scheduler.admit(job)
+    for _ in range(101):  # before any measurement: one job ends a sub-job ahead
+        scheduler.charge(scheduler.pick(["small", "large"]) or "", 20)
+    scheduler.rebalance({"small": 0.0005, "large": 0.0008})  # seconds become milliseconds
+    picks = []
+    for _ in range(20):
+        picks.append(scheduler.pick(["small", "large"]) or "")
+        scheduler.charge(picks[-1], 20)
+    assert abs(picks.count("small") - picks.count("large")) <= 2, picks
+
+
 def test_percentiles_are_true_percentiles_not_the_originals_descending_p10() -> None:
     latencies = [i / 1000.0 for i in range(1, 101)]  # 1 … 100 ms
     stats = latency_stats(latencies)
