@@ -9,6 +9,7 @@ one forward pass of one image.
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 from typing import Any, cast
@@ -94,9 +95,12 @@ class Bundle:
     test_accuracy: dict[str, float]
 
 
+@functools.cache
 def train_mlp(size: str, seed: int = 0) -> tuple[Mlp, np.ndarray, np.ndarray, float]:
     """A `size` network trained on 75 % of digits; returns it, the other 25 % (features
-    scaled to [0, 1], float32) with their labels, and its accuracy on them."""
+    scaled to [0, 1], float32) with their labels, and its accuracy on them. Deterministic in
+    (size, seed), so trained once per process (the large one takes a minute on a busy
+    machine; the benchmark's five runs share it). Callers must not modify what it returns."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
     from sklearn.neural_network import MLPClassifier
