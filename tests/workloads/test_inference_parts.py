@@ -8,7 +8,13 @@ import io
 import numpy as np
 import pytest
 
-from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_to_bytes
+from workloads.inference.models import (
+    Mlp,
+    ModelFileError,
+    array_from_bytes,
+    array_shape,
+    array_to_bytes,
+)
 from workloads.inference.scheduler import Scheduler, fair_shares
 from workloads.inference.stats import latency_stats, spread, window_cost, window_rate
 
@@ -115,5 +121,8 @@ def test_model_round_trips_and_a_pickled_file_is_refused() -> None:
     np.save(buffer, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(ModelFileError, match="labels: not a .npy array"):
         array_from_bytes(buffer.getvalue(), "labels")
+    with pytest.raises(ModelFileError, match="labels: not a .npy array"):
+        array_shape(buffer.getvalue(), "labels")  # job-add reads the header alone
+    assert array_shape(array_to_bytes(np.zeros((7, 64), np.float32)), "t") == (7, 64)
     with pytest.raises(ModelFileError, match="m: not a model file"):
         Mlp.from_bytes(array_to_bytes(np.zeros(3)), "m")

@@ -87,6 +87,22 @@ def array_from_bytes(data: bytes, name: str) -> np.ndarray:
     return array
 
 
+def array_shape(data: bytes, name: str) -> tuple[int, ...]:
+    """The shape of the `.npy` array in `data`, from its header alone (checking a command's
+    files must not copy a test set of a hundred megabytes); refuses what np.load would."""
+    buffer = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buffer)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read_header(buffer)
+    except (ValueError, OSError, SyntaxError) as error:
+        raise ModelFileError(f"{name}: not a .npy array ({error})") from None
+    if dtype.hasobject:
+        raise ModelFileError(f"{name}: not a .npy array (objects would need unpickling)")
+    return tuple(int(size) for size in shape)
+
+
 @dataclass(frozen=True)
 class Bundle:
     """What `make_bundle` writes: file name -> bytes, ready for the file store."""
