@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.kuberay_operator import OPERATOR_NAMESPACE, OPERATOR_POD_LABELS
 from components.raycluster_spec import (
+    GCS_PASSWORD_KEY,
     HEAD_PORTS,
     RayClusterSpecArgs,
     head_service_name,
@@ -29,6 +30,8 @@ class RayClusterArgs:
     spec: RayClusterSpecArgs
     operator: pulumi.Resource
     """The KubeRay operator release: the RayCluster waits for its CRD."""
+    gcs_redis_password: pulumi.Input[str] | None = None
+    """With `spec.gcs_fault_tolerance`: the Redis password, put in the Secret it names."""
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -94,6 +97,22 @@ class RayCluster(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        needs: list[pulumi.Resource] = [args.operator, service_account]
+        gcs = args.spec.gcs_fault_tolerance
+        if gcs is not None:
+            if args.gcs_redis_password is None:
+                raise ValueError(f"{name}: GCS fault tolerance needs the Redis password")
+            needs.append(
+                k8s.core.v1.Secret(
+                    f"{name}-gcs-redis",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=gcs.password_secret, namespace=namespace.metadata.name
+                    ),
+                    type="Opaque",
+                    string_data={GCS_PASSWORD_KEY: args.gcs_redis_password},
+                    opts=child,
+                )
+            )
         k8s.apiextensions.CustomResource(
             f"{name}-raycluster",
             api_version="ray.io/v1",
@@ -102,7 +121,7 @@ class RayCluster(pulumi.ComponentResource):
                 name=args.cluster_name, namespace=namespace.metadata.name
             ),
             spec=raycluster_spec(args.spec),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.operator, service_account]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=needs),
         )
         self.namespace = args.namespace
         self.raycluster_name = args.cluster_name

@@ -28,6 +28,10 @@ DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 API_TOKEN_VOLUME = "kube-api-access"
 API_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 AUTOSCALER_IDLE_TIMEOUT_S = 60
+REDIS_CA_PATH_ENV = "RAY_REDIS_CA_PATH"
+SYSTEM_CA_PATH = "/etc/ssl/certs"
+"""The image's system CAs: what the GCS checks the managed Redis's TLS certificate against."""
+GCS_PASSWORD_KEY = "password"
 
 
 @dataclass
@@ -54,6 +58,15 @@ class WorkerGroupArgs:
 
 
 @dataclass
+class GcsFaultToleranceArgs:
+    """The GCS keeps its state in Redis (TLS, password from a Secret in the namespace)."""
+
+    redis_address: Any
+    """`rediss://host:port` (a plain string or a Pulumi output)."""
+    password_secret: str
+
+
+@dataclass
 class RayClusterSpecArgs:
     ray_version: str
     image: str
@@ -61,11 +74,17 @@ class RayClusterSpecArgs:
     head: RayHeadArgs
     worker_groups: list[WorkerGroupArgs]
     ray_autoscaler: bool
+    gcs_fault_tolerance: GcsFaultToleranceArgs | None = None
 
 
 def head_service_name(cluster_name: str) -> str:
     """The Service KubeRay creates for the head pod (dashboard and Jobs API on 8265)."""
     return f"{cluster_name}-head-svc"
+
+
+def gcs_password_secret_name(cluster_name: str) -> str:
+    """The Secret (key `password`) holding the GCS Redis password of a fault-tolerant head."""
+    return f"{cluster_name}-gcs-redis"
 
 
 def token_secret_name(cluster_name: str) -> str:
@@ -87,6 +106,8 @@ def raycluster_spec(args: RayClusterSpecArgs) -> dict[str, Any]:
         },
         "workerGroupSpecs": [_worker_group(args, group) for group in args.worker_groups],
     }
+    if args.gcs_fault_tolerance is not None:
+        spec["gcsFaultToleranceOptions"] = _gcs_fault_tolerance(args.gcs_fault_tolerance)
     if args.ray_autoscaler:
         spec["autoscalerOptions"] = {
             "upscalingMode": "Default",
@@ -106,10 +127,23 @@ def _head_template(args: RayClusterSpecArgs) -> dict[str, Any]:
     ports = [{"name": name, "containerPort": port} for name, port in HEAD_PORTS.items()]
     container = _container(args, "ray-head", head.cpu, head.memory, 0)
     container["ports"] = ports
+    if args.gcs_fault_tolerance is not None:
+        container["env"] = [{"name": REDIS_CA_PATH_ENV, "value": SYSTEM_CA_PATH}]
     pod = _pod(args, head.placement, container)
     if args.ray_autoscaler:
         pod["volumes"] = [_api_token_volume()]
     return {"metadata": _pod_metadata(), "spec": pod}
+
+
+def _gcs_fault_tolerance(gcs: GcsFaultToleranceArgs) -> dict[str, Any]:
+    """KubeRay hands the address and password to the head's GCS and gives the workers time
+    to reconnect to a restarted head instead of exiting with it."""
+    return {
+        "redisAddress": gcs.redis_address,
+        "redisPassword": {
+            "valueFrom": {"secretKeyRef": {"name": gcs.password_secret, "key": GCS_PASSWORD_KEY}}
+        },
+    }
 
 
 def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str, Any]:

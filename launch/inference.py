@@ -41,8 +41,9 @@ class InferTargetOptions:
 
     address: str | None = option(None, "Ray address of a running cluster (HOST:PORT of its "
                                  "GCS, or ray://HOST:10001); its token from RAY_AUTH_TOKEN")
-    stack: str | None = option(None, "a deployed stack's inference RayCluster (not yet: "
-                               "port-forward it and give --address)")
+    stack: str | None = option(None, "a deployed stack's inference RayCluster (not yet for "
+                               "the long-running service: run-inference --stack runs the "
+                               "experiment there)")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -143,8 +144,8 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
     from workloads.inference.service import start_coordinator
 
     if stack:
-        raise ServiceError("--stack: not supported yet for the inference service; give "
-                           "--address of the stack's RayCluster (port-forwarded)")
+        raise ServiceError("--stack: not supported yet by infer-up (invoke run-inference "
+                           "--stack runs the experiment on the stack's inference RayCluster)")
     if (state_dir() / RECORD_NAME).exists():
         record = ServiceRecord.load()
         raise ServiceError(f"the inference service is already up (Ray at "

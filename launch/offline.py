@@ -104,6 +104,10 @@ class _CloudMocks(pulumi.runtime.Mocks):
             state["ipAddress"] = self._next_ip()
         elif args.typ == "aws:ec2/instance:Instance":
             state["privateIp"] = self._next_ip()
+        elif args.typ == "aws:elasticache/replicationGroup:ReplicationGroup":
+            state["primaryEndpointAddress"] = (
+                f"master.{args.name}.mock.{self.region}.cache.amazonaws.com"
+            )
         if args.typ.startswith("aws:"):
             service = args.typ.split(":")[1].split("/")[0]
             state.setdefault("arn", f"arn:aws:{service}:{self.region}:{MOCK_ACCOUNT}:{args.name}")

@@ -11,13 +11,20 @@ import pulumi_kubernetes as k8s
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.data_bucket import DataBucket
 from components.eks_cluster import EksCluster, EksClusterArgs, NodePoolArgs
+from components.gcs_redis import GcsRedis, GcsRedisArgs
 from components.gpu_device_plugin import GpuDevicePlugin, GpuDevicePluginArgs
 from components.iam_documents import bucket_read_write_policy
 from components.kuberay_operator import KubeRayOperator, KubeRayOperatorArgs
-from components.network import Network, NetworkArgs
+from components.network import Network, NetworkArgs, split_cidr
 from components.placement import PoolPlacement
 from components.ray_cluster import RayCluster, RayClusterArgs
-from components.raycluster_spec import RayClusterSpecArgs, RayHeadArgs, WorkerGroupArgs
+from components.raycluster_spec import (
+    GcsFaultToleranceArgs,
+    RayClusterSpecArgs,
+    RayHeadArgs,
+    WorkerGroupArgs,
+    gcs_password_secret_name,
+)
 from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
 from stacks import outputs
 from stacks.config import (
@@ -31,6 +38,9 @@ from stacks.config import (
 from vocab.spot import CAPACITY_SPOT, node_labels
 
 SERVICE_ACCOUNT = "ray-pods"
+GCS_FAULT_TOLERANT = ("inference",)
+"""Experiments whose RayCluster outlives its head (a long-running service, not a batch run):
+their GCS keeps its state in a managed Redis."""
 
 
 def placement(pool_key: str) -> PoolPlacement:
@@ -130,14 +140,32 @@ def build_spot_cluster(
             ),
             opts=on_aws,
         )
+        spec = _spec(config, ray)
+        redis_password = None
+        if experiment in GCS_FAULT_TOLERANT:
+            redis = GcsRedis(
+                f"{experiment}-gcs-redis",
+                GcsRedisArgs(
+                    vpc_id=network.vpc_id,
+                    subnet_ids=network.private_subnet_ids,
+                    client_cidrs=split_cidr(spot.vpc_cidr, spot.az_count)[1],
+                    tags=tags,
+                ),
+                opts=on_aws,
+            )
+            spec.gcs_fault_tolerance = GcsFaultToleranceArgs(
+                redis.address, gcs_password_secret_name(experiment)
+            )
+            redis_password = redis.password
         deployed = RayCluster(
             experiment,
             RayClusterArgs(
                 namespace=ray.namespace,
                 cluster_name=experiment,
                 service_account_role_arn=access.role_arn,
-                spec=_spec(config, ray),
+                spec=spec,
                 operator=operator.release,
+                gcs_redis_password=redis_password,
             ),
             opts=in_cluster,
         )

@@ -331,10 +331,58 @@ def test_burst_nodes_start_ray_with_the_stack_token(dev_run: OfflineRun) -> None
     parameter = dev_run.one("aws:ssm/parameter:Parameter")
     assert parameter.inputs["type"] == "SecureString"
     assert dev_run.outputs[outputs.BURST_TOKEN_PARAMETER] == parameter.inputs["name"]
-    assert dev_run.one("random:index/randomPassword:RandomPassword").inputs["length"] >= 32
+    passwords = dev_run.of_type("random:index/randomPassword:RandomPassword")
+    assert all(password.inputs["length"] >= 32 for password in passwords)
     for instance in dev_run.of_type("aws:ec2/instance:Instance"):
         script = instance.inputs["userData"]
         start = script[script.index("export RAY_AUTH_MODE=token") : script.index("START\nchmod")]
         assert f"--name {parameter.inputs['name']} --with-decryption" in start
         assert "export RAY_AUTH_TOKEN" in start
         assert start.index("RAY_AUTH_TOKEN") < start.index(" start ")
+
+
+def _is_secret(value: Any) -> bool:
+    """A secret input reaches the mock wrapped with Pulumi's secret signature."""
+    from pulumi.runtime.rpc import _special_secret_sig, _special_sig_key
+
+    return isinstance(value, dict) and value.get(_special_sig_key) == _special_secret_sig
+
+
+def test_the_inference_head_can_be_lost_its_gcs_state_is_in_a_private_encrypted_redis(
+    dev_run: OfflineRun,
+) -> None:
+    spec = _spec(dev_run, "inference")
+    redis = dev_run.one("aws:elasticache/replicationGroup:ReplicationGroup").inputs
+    secret = dev_run.one("kubernetes:core/v1:Secret", "inference-gcs-redis").inputs
+    # The head's GCS writes to Redis over TLS with the password from the namespace's Secret.
+    gcs = spec["gcsFaultToleranceOptions"]
+    assert gcs["redisAddress"] == (
+        f"rediss://master.inference-gcs-redis.mock.us-east-1.cache.amazonaws.com:{redis['port']:.0f}"
+    )
+    reference = gcs["redisPassword"]["valueFrom"]["secretKeyRef"]
+    assert secret["metadata"] == {"name": reference["name"], "namespace": "inference"}
+    assert _is_secret(secret["stringData"]) and _is_secret(redis["authToken"])
+    (head,) = spec["headGroupSpec"]["template"]["spec"]["containers"]
+    assert {"name": "RAY_REDIS_CA_PATH", "value": "/etc/ssl/certs"} in head["env"]
+    # Redis itself survives a node: a replica in another zone, failed over automatically.
+    assert redis["transitEncryptionEnabled"] is True and redis["atRestEncryptionEnabled"] is True
+    assert redis["numCacheClusters"] == 2 and redis["automaticFailoverEnabled"] is True
+    assert redis["multiAzEnabled"] is True
+    # Private: in the cluster's private subnets, its port open to those subnets only.
+    subnets = dev_run.one("aws:elasticache/subnetGroup:SubnetGroup").inputs["subnetIds"]
+    assert subnets == ["spot-cluster-private-0-id", "spot-cluster-private-1-id"]
+    (group_id,) = redis["securityGroupIds"]
+    group = dev_run.one("aws:ec2/securityGroup:SecurityGroup", group_id.removesuffix("-id"))
+    private = [
+        s.inputs["cidrBlock"]
+        for s in dev_run.of_type("aws:ec2/subnet:Subnet")
+        if s.name.startswith("spot-cluster-private-")
+    ]
+    (rule,) = group.inputs["ingress"]
+    assert (rule["fromPort"], rule["toPort"], rule["protocol"]) == (6379, 6379, "tcp")
+    assert sorted(rule["cidrBlocks"]) == sorted(private) and len(private) == 2
+    assert group.inputs["vpcId"] == "spot-cluster-vpc-id" and group.inputs["egress"] == []
+    # Only the long-running service pays for it; batch experiments restart their runs.
+    for experiment in set(EKS_EXPERIMENTS) - {"inference"}:
+        assert "gcsFaultToleranceOptions" not in _spec(dev_run, experiment)
+    assert len(dev_run.of_type("aws:elasticache/replicationGroup:ReplicationGroup")) == 1

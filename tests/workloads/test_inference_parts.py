@@ -8,7 +8,13 @@ import io
 import numpy as np
 import pytest
 
-from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_to_bytes
+from workloads.inference.models import (
+    Mlp,
+    ModelFileError,
+    array_from_bytes,
+    array_shape,
+    array_to_bytes,
+)
 from workloads.inference.scheduler import Scheduler, fair_shares
 from workloads.inference.stats import latency_stats, spread, window_cost, window_rate
 
@@ -72,6 +78,20 @@ def test_a_job_admitted_later_gets_no_credit_for_the_time_it_waited() -> None:
         Scheduler("random")
 
 
+def test_a_first_measurement_does_not_stall_the_job_that_led_at_the_placeholder_price() -> None:
+    scheduler = Scheduler("fair")
+    for job in ("small", "large"):
+        scheduler.admit(job)
+    for _ in range(101):  # before any measurement: one job ends a sub-job ahead
+        scheduler.charge(scheduler.pick(["small", "large"]) or "", 20)
+    scheduler.rebalance({"small": 0.0005, "large": 0.0008})  # seconds become milliseconds
+    picks = []
+    for _ in range(20):
+        picks.append(scheduler.pick(["small", "large"]) or "")
+        scheduler.charge(picks[-1], 20)
+    assert abs(picks.count("small") - picks.count("large")) <= 2, picks
+
+
 def test_percentiles_are_true_percentiles_not_the_originals_descending_p10() -> None:
     latencies = [i / 1000.0 for i in range(1, 101)]  # 1 … 100 ms
     stats = latency_stats(latencies)
@@ -101,5 +121,8 @@ def test_model_round_trips_and_a_pickled_file_is_refused() -> None:
     np.save(buffer, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(ModelFileError, match="labels: not a .npy array"):
         array_from_bytes(buffer.getvalue(), "labels")
+    with pytest.raises(ModelFileError, match="labels: not a .npy array"):
+        array_shape(buffer.getvalue(), "labels")  # job-add reads the header alone
+    assert array_shape(array_to_bytes(np.zeros((7, 64), np.float32)), "t") == (7, 64)
     with pytest.raises(ModelFileError, match="m: not a model file"):
         Mlp.from_bytes(array_to_bytes(np.zeros(3)), "m")

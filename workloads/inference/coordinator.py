@@ -30,7 +30,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.common.storage import Storage, open_storage
-from workloads.inference.models import Mlp, ModelFileError, array_from_bytes
+from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_shape
 from workloads.inference.scheduler import Scheduler
 from workloads.inference.stats import latency_stats, window_cost, window_rate
 from workloads.inference.worker import InferenceWorker, store_file
@@ -406,20 +406,20 @@ class Coordinator:
                 return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
         try:
             network = Mlp.from_bytes(self.store.read_bytes(store_file(model)), model)
-            queries = array_from_bytes(self.store.read_bytes(store_file(testset)), testset)
-            truth = array_from_bytes(self.store.read_bytes(store_file(labels)), labels)
+            queries = array_shape(self.store.read_bytes(store_file(testset)), testset)
+            truth = array_shape(self.store.read_bytes(store_file(labels)), labels)
         except ModelFileError as error:
             return _fail(str(error))
-        if queries.ndim != 2 or queries.shape[1] != network.inputs:
-            return _fail(f"--testset: {testset!r} has shape {queries.shape}; model {model!r} "
+        if len(queries) != 2 or queries[1] != network.inputs:
+            return _fail(f"--testset: {testset!r} has shape {queries}; model {model!r} "
                          f"takes rows of {network.inputs}")
-        if truth.shape != (queries.shape[0],):
-            return _fail(f"--labels: {labels!r} has shape {truth.shape}; the test set has "
-                         f"{queries.shape[0]} rows")
+        if truth != (queries[0],):
+            return _fail(f"--labels: {labels!r} has shape {truth}; the test set has "
+                         f"{queries[0]} rows")
         with self.lock:
             if name in self.jobs:
                 return _fail(f"job {name!r} already exists (job-remove it first)")
-            job = Job(name, model, testset, labels, batch_size, int(queries.shape[0]))
+            job = Job(name, model, testset, labels, batch_size, queries[0])
             self.jobs[name] = job
             self._save_jobs()
             return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}

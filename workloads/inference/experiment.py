@@ -141,7 +141,13 @@ def exactly_once(store: Storage, job: dict[str, Any], size: str) -> dict[str, An
     output = json.loads(store.read_bytes(f"jobs/{job['run_id']}/output.json"))
     model = Mlp.from_bytes(store.read_bytes(store_file(f"{size}_model")))
     queries = array_from_bytes(store.read_bytes(store_file(f"{size}_testset")), "testset")
-    expected = [model.predict_one(query) for query in queries]
+    answers: dict[bytes, int] = {}  # test sets repeat their rows: each one computed once
+    expected = []
+    for query in queries:
+        key = query.tobytes()
+        if key not in answers:
+            answers[key] = model.predict_one(query)
+        expected.append(answers[key])
     merged = output["predictions"]
     mismatched = sum(a != b for a, b in zip(merged, expected, strict=False))
     return {"queries": len(queries), "answered": len(merged), "processed": job["processed"],

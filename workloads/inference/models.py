@@ -9,6 +9,7 @@ one forward pass of one image.
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 from typing import Any, cast
@@ -86,6 +87,22 @@ def array_from_bytes(data: bytes, name: str) -> np.ndarray:
     return array
 
 
+def array_shape(data: bytes, name: str) -> tuple[int, ...]:
+    """The shape of the `.npy` array in `data`, from its header alone (checking a command's
+    files must not copy a test set of a hundred megabytes); refuses what np.load would."""
+    buffer = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buffer)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read_header(buffer)
+    except (ValueError, OSError, SyntaxError) as error:
+        raise ModelFileError(f"{name}: not a .npy array ({error})") from None
+    if dtype.hasobject:
+        raise ModelFileError(f"{name}: not a .npy array (objects would need unpickling)")
+    return tuple(int(size) for size in shape)
+
+
 @dataclass(frozen=True)
 class Bundle:
     """What `make_bundle` writes: file name -> bytes, ready for the file store."""
@@ -94,9 +111,12 @@ class Bundle:
     test_accuracy: dict[str, float]
 
 
+@functools.cache
 def train_mlp(size: str, seed: int = 0) -> tuple[Mlp, np.ndarray, np.ndarray, float]:
     """A `size` network trained on 75 % of digits; returns it, the other 25 % (features
-    scaled to [0, 1], float32) with their labels, and its accuracy on them."""
+    scaled to [0, 1], float32) with their labels, and its accuracy on them. Deterministic in
+    (size, seed), so trained once per process (the large one takes a minute on a busy
+    machine; the benchmark's five runs share it). Callers must not modify what it returns."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
     from sklearn.neural_network import MLPClassifier

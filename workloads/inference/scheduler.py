@@ -38,6 +38,8 @@ class Scheduler:
     shares: dict[str, float] = field(default_factory=dict)
     costs: dict[str, float] = field(default_factory=dict)
     """Worker-seconds per query each job is charged, as of the last rebalance."""
+    measured: dict[str, float | None] = field(default_factory=dict)
+    """Each running job's cost per query as last measured (None: not yet)."""
     passes: dict[str, float] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
     _arrivals: int = 0
@@ -54,22 +56,42 @@ class Scheduler:
         self.passes[job] = min(self.passes.values(), default=0.0)
         self.arrival[job] = self._arrivals
         self._arrivals += 1
-        self.shares.setdefault(job, 1.0 / len(self.passes))
+        self.measured[job] = None
+        self._reprice()
 
     def leave(self, job: str) -> None:
-        """The job stopped or finished; its shares go to the others at the next rebalance."""
-        for table in (self.passes, self.shares, self.costs, self.arrival):
+        """The job stopped or finished; its share goes to the others."""
+        for table in (self.passes, self.shares, self.costs, self.arrival, self.measured):
             table.pop(job, None)
+        self._reprice()
 
     def rebalance(self, costs: Mapping[str, float | None]) -> dict[str, float]:
         """New shares from the running jobs' measured costs per query."""
-        measured = {job: costs.get(job) for job in self.passes}
-        known = [cost for cost in measured.values() if cost is not None and cost > 0]
+        self.measured = {job: costs.get(job) for job in self.passes}
+        self._reprice()
+        return dict(self.shares)
+
+    def _stride(self, job: str) -> float:
+        """Pass added per query dispatched: the expected worker-seconds over the share."""
+        return self.costs[job] / self.shares[job]
+
+    def _reprice(self) -> None:
+        """Costs and shares from `measured`. Each job's lead over the lowest pass is kept in
+        queries, not in pass units: the units change with the prices (the first measurement
+        turns a 1 s placeholder into a millisecond), and a lead charged at the old price
+        would otherwise stall the other jobs for thousands of queries."""
+        before = {job: self._stride(job) for job in self.passes
+                  if job in self.costs and job in self.shares}
+        known = [cost for cost in self.measured.values() if cost is not None and cost > 0]
         fallback = sum(known) / len(known) if known else 1.0
         self.costs = {job: cost if cost is not None and cost > 0 else fallback
-                      for job, cost in measured.items()}
-        self.shares = fair_shares(measured)
-        return dict(self.shares)
+                      for job, cost in self.measured.items()}
+        self.shares = fair_shares(self.measured)
+        if not self.passes:
+            return
+        base = min(self.passes.values())
+        for job, stride in before.items():
+            self.passes[job] = base + (self.passes[job] - base) * self._stride(job) / stride
 
     def pick(self, candidates: Sequence[str]) -> str | None:
         """The job a free worker serves next, among running jobs with sub-jobs waiting."""
@@ -83,6 +105,4 @@ class Scheduler:
     def charge(self, job: str, queries: int) -> None:
         """`queries` of `job` were dispatched (negative: handed back, their worker died)."""
         if job in self.passes:
-            share = self.shares.get(job) or 1.0 / len(self.passes)
-            cost = self.costs.get(job, 1.0)
-            self.passes[job] += queries * cost / share
+            self.passes[job] += queries * self._stride(job)
