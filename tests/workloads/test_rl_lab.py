@@ -35,7 +35,8 @@ RUNNERS = 1
 STEPS, PER_ITERATION, HIDDEN, CHECKPOINT_EVERY, EVAL_EVERY, SEED = 1200, 100, 32, 3, 2, 3
 ARGS = ["--steps", str(STEPS), "--env-runners", str(RUNNERS), "--steps-per-iteration",
         str(PER_ITERATION), "--rollout-fragment", "25", "--learning-starts", "100",
-        "--batch-size", "32", "--hidden", str(HIDDEN), "--eval-every", str(EVAL_EVERY),
+        "--batch-size", "32", "--updates-per-step", "0.1", "--hidden", str(HIDDEN),
+        "--eval-every", str(EVAL_EVERY),
         "--eval-episodes", "1", "--checkpoint-every", str(CHECKPOINT_EVERY), "--seed", str(SEED)]
 INTERRUPT_AFTER, LOSE_LEARNER_AFTER = 2, 5
 RUN_TIMEOUT_S = 600.0
