@@ -129,6 +129,8 @@ def follow(log: Path, interrupt_at: set[int], lose_learner_at: set[int]) -> None
                 break
             position += len(line)
             line = line.strip()
+            if line.startswith("rc="):  # the run ended (its exit code, appended by the caller)
+                return
             if faults is None and "is up: Ray at" in line:
                 lab_id = line.split("spot lab ", 1)[1].split(" ", 1)[0].rstrip(":")
                 faults = Faults(running_lab(lab_id), interrupt_at.__contains__,

@@ -36,6 +36,7 @@ from workloads.rl.checkpoint import (
 from workloads.rl.options import RlOptions
 
 REWARDS_FILE = "rewards.jsonl"
+START_ATTEMPTS = 3
 
 
 def append_line(storage: Storage, name: str, row: dict[str, Any]) -> None:
@@ -131,10 +132,21 @@ class RlRun:
 
     def start_trainer(self, state: bytes | None = None) -> Any:
         placed = trainer_options(self.options)
-        self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
-                 f"resources {placed['resources'] or 'none'} (it waits for such a node)")
-        trainer = start_actor(RemoteTrainer, self.options, state, options=placed)
-        node = str(ray.get(trainer.node_id.remote()))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
+                     f"resources {placed['resources'] or 'none'} (it waits for such a node)")
+            trainer = start_actor(RemoteTrainer, self.options, state, options=placed)
+            try:
+                node = str(ray.get(trainer.node_id.remote()))
+                break
+            except RayActorError as error:
+                # RLlib cannot build an Algorithm while none of its env runners is up (their
+                # spot nodes preempted as they start): try again, on the nodes there are now
+                if attempt == START_ATTEMPTS:
+                    raise
+                self.say(f"the learner did not start ({type(error).__name__}: "
+                         f"{str(error).splitlines()[-1][:200]}); attempt {attempt + 1} of "
+                         f"{START_ATTEMPTS}")
         self.say(f"learner (Trainer) on node {node[:12]}; {self.options.env_runners} env "
                  f"runners on {self.options.runner_on} nodes")
         return trainer
