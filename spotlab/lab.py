@@ -198,12 +198,13 @@ def lab_status(lab_id: str | None = None) -> dict[str, Any]:
 
 
 def interrupt(lab_id: str | None, node: str) -> None:
-    """Ask the lab's supervisor to preempt spot node `node` now."""
+    """Ask the lab's supervisor to preempt spot node `node` now, or to lose on-demand (or
+    learner) node `node` now: killed without notice and not replaced, as a failed instance."""
     state = load_state(lab_id)
-    names = [n["name"] for n in state.get("nodes", []) if n["slot"] is not None]
+    names = [n["name"] for n in state.get("nodes", []) if n["name"] != "head"]
     if node not in names:
-        raise ValueError(f"--node: {node!r} is not a spot node of lab {state['lab_id']} "
-                         f"(spot nodes: {', '.join(names) or 'none'})")
+        raise ValueError(f"--node: {node!r} is not a worker node of lab {state['lab_id']} "
+                         f"(worker nodes: {', '.join(names) or 'none'})")
     (Path(state["temp_dir"]) / "interrupts" / node).touch()
 
 

@@ -304,6 +304,8 @@ class Supervisor:
                     and node.exited_at is None
                     and (not available[slot] or node.spec.name in requested)):
                 self._preempt(node, now)
+            elif slot is None and node.spec.name in requested and node.killed_at is None:
+                self._kill(node)  # an on-demand instance that fails gets no notice
         for slot, (since, replaced) in sorted(self.vacant.items()):
             if available[slot] and now >= since + self.config.replace_delay_s:
                 del self.vacant[slot]

@@ -1,7 +1,9 @@
-"""The RL workload on a real spot lab (a learner node and two 1-CPU spot nodes, one env
-runner): the spot node running the env runner is preempted mid-run (a notice, a drain, a
-kill), the runner is restarted on the spot node that is left, training goes on to the end, and
-the checkpoints and rewards it wrote read back without unpickling anything."""
+"""The RL workload on a real spot lab (two learner nodes and two 1-CPU spot nodes, one env
+runner), in one run: the spot node running the env runner is preempted mid-run (a notice, a
+drain, a kill) and the runner is restarted on the spot node that is left; later the learner's
+node is lost (killed without notice) and a new learner on the other learner node resumes from
+the last checkpoint; training goes on to the end, and the checkpoints and rewards it wrote
+read back without unpickling anything."""
 
 from __future__ import annotations
 
@@ -13,40 +15,44 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.rl_pendulum import drive
+from benchmarks.rl_scaling import drive
 from spotlab import SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV
 from workloads.common.results import read_json, read_records
 from workloads.common.storage import LocalStorage
 from workloads.rl.checkpoint import checkpoint_names, read_checkpoint
+from workloads.rl.evaluation import phase
 from workloads.rl.figures import draw
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-LAB = SpotLabConfig(spot=2, on_demand=0, learner=1, cpus_per_node=1, alpha=1.0, warning_s=2.0,
+LAB = SpotLabConfig(spot=2, on_demand=0, learner=2, cpus_per_node=1, alpha=1.0, warning_s=2.0,
                     replace_delay_s=1.0, object_store_mb=80, dashboard=False)
-"""α = 1: no preemption but the test's own; one spot node more than env runners."""
+"""α = 1: no preemption but the test's own; one spot node more than env runners, one learner
+node more than learners."""
 RUNNERS = 1
-STEPS, PER_ITERATION, HIDDEN, CHECKPOINT_EVERY, EVAL_EVERY = 1200, 100, 32, 3, 2
+STEPS, PER_ITERATION, HIDDEN, CHECKPOINT_EVERY, EVAL_EVERY, SEED = 1200, 100, 32, 3, 2, 3
 ARGS = ["--steps", str(STEPS), "--env-runners", str(RUNNERS), "--steps-per-iteration",
         str(PER_ITERATION), "--rollout-fragment", "25", "--learning-starts", "100",
-        "--batch-size", "32", "--hidden", str(HIDDEN), "--eval-every", str(EVAL_EVERY),
-        "--eval-episodes", "1", "--checkpoint-every", str(CHECKPOINT_EVERY), "--seed", "3"]
-INTERRUPT_AFTER = 2
+        "--batch-size", "32", "--updates-per-step", "0.1", "--hidden", str(HIDDEN),
+        "--eval-every", str(EVAL_EVERY),
+        "--eval-episodes", "1", "--checkpoint-every", str(CHECKPOINT_EVERY), "--seed", str(SEED)]
+INTERRUPT_AFTER, LOSE_LEARNER_AFTER = 2, 5
 RUN_TIMEOUT_S = 600.0
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """One run on its own lab; the spot node of the first env runner interrupted after the
-    second iteration."""
+    second iteration, the learner's node lost after the fifth (a checkpoint after the third)."""
     out = tmp_path_factory.mktemp("rl") / "run"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
         with spot_lab(LAB) as lab:
             driven = drive(lab, ARGS, out, lambda n: n == INTERRUPT_AFTER,
-                           timeout_s=RUN_TIMEOUT_S)
+                           timeout_s=RUN_TIMEOUT_S,
+                           lose_learner_at=lambda n: n == LOSE_LEARNER_AFTER)
             yield {**driven, "out": out, "events": lab.events(),
                    "interrupted": driven["interrupted"][0] if driven["interrupted"] else None}
 
@@ -61,9 +67,8 @@ def test_training_goes_on_through_a_spot_preemption(run: dict[str, Any]) -> None
     assert summary["env_steps"] >= STEPS
     assert summary["preemptions"] >= 1
     assert summary["env_runner_restarts"] >= 1
-    assert summary["learner_resumes"] == 0
+    assert summary["learner_resumes"] == 1
     rows = read_records(storage, "iterations")
-    assert [row["iteration"] for row in rows] == list(range(1, len(rows) + 1))
     assert rows[-1]["env_steps"] == summary["env_steps"]
     # after the restart the runner samples again, on the node it was not on
     assert rows[-1]["healthy_runners"] == RUNNERS
@@ -71,6 +76,31 @@ def test_training_goes_on_through_a_spot_preemption(run: dict[str, Any]) -> None
     preemption = read_records(storage, "preemptions")[0]
     assert preemption["node_id"] == run["first_runners"][0]
     assert any(row["iteration"] > preemption["iteration"] for row in rows)
+    assert 0 < summary["cost"] < summary["all_on_demand_cost"]
+
+
+def test_a_lost_learner_resumes_from_its_last_checkpoint_on_a_new_node(
+        run: dict[str, Any]) -> None:
+    lost = run["lost_learners"]
+    assert len(lost) == 1
+    assert "kill" in [e["event"] for e in run["events"] if e["node"] == lost[0]]
+    learners = [line.split("on node ")[1].split(";")[0] for line in run["lines"]
+                if line.startswith("learner (Trainer) on node")]
+    assert len(learners) == 2 and learners[0] != learners[1]
+    storage = LocalStorage(run["out"])
+    summary = read_json(storage, "summary.json")
+    rows = read_records(storage, "iterations")
+    resumed = [i for i, row in enumerate(rows) if row["learner_resumes"] == 1]
+    before, after = rows[resumed[0] - 1], rows[resumed[0]]
+    # the new learner goes on from the checkpoint's iteration and env steps (those sampled
+    # since are lost), not from zero
+    checkpoint = (before["iteration"] // CHECKPOINT_EVERY) * CHECKPOINT_EVERY
+    assert after["iteration"] == checkpoint + 1 and after["env_steps"] < before["env_steps"]
+    assert summary["samples_lost"] == before["env_steps"] - rows[checkpoint - 1]["env_steps"]
+    iterations, k = [row["iteration"] for row in rows], resumed[0]
+    assert iterations[:k] == list(range(1, k + 1))
+    assert iterations[k:] == list(range(checkpoint + 1, checkpoint + 1 + len(rows) - k))
+    assert rows[-1]["env_steps"] >= STEPS
 
 
 def test_evaluations_and_checkpoints_are_in_the_run_storage(run: dict[str, Any]) -> None:
@@ -79,20 +109,35 @@ def test_evaluations_and_checkpoints_are_in_the_run_storage(run: dict[str, Any])
     evaluated = [row for row in rows if row["eval_episodes"] > 0]
     rewards = [json.loads(line) for line in
                (run["out"] / "rewards.jsonl").read_text().splitlines()]
-    assert [r["iteration"] for r in rewards] == [row["iteration"] for row in evaluated]
-    assert [r["return"] for r in rewards] == [row["eval_return"] for row in evaluated]
-    assert all(r["iteration"] % EVAL_EVERY == 0 for r in rewards)
+    periodic_rewards = [r for r in rewards if not r["final"]]
+    final = [r for r in rewards if r["final"]]  # every runner, on the final policy
+    assert len(final) == RUNNERS and rewards[-RUNNERS:] == final
+    summary = read_json(storage, "summary.json")
+    assert summary["last_eval_return"] == pytest.approx(sum(r["return"] for r in final) /
+                                                        RUNNERS)
+    assert [r["iteration"] for r in periodic_rewards] == [
+        row["iteration"] for row in evaluated for _ in row["evaluations"]]
+    assert [r["return"] for r in periodic_rewards] == [e["return"] for row in evaluated
+                                                       for e in row["evaluations"]]
+    # each runner evaluates after every EVAL_EVERY-th of its episodes, at its own phase
+    assert periodic_rewards and all(
+        (r["runner_episode"] + phase(SEED, r["runner"], EVAL_EVERY)) % EVAL_EVERY == 0
+        for r in periodic_rewards)
+    assert all(len(r["returns"]) == 1 for r in rewards)
     names = checkpoint_names(storage)
     periodic = sorted(int(n.rsplit("_", 1)[1]) for n in names if "/iter_" in n)
-    assert periodic == list(range(CHECKPOINT_EVERY, len(rows) + 1, CHECKPOINT_EVERY))
-    best = [n for n in names if "/best_" in n]
-    improving = []
-    for reward in rewards:
-        if not improving or reward["return"] > improving[-1]["return"]:
-            improving.append(reward)
-    assert sorted(best) == sorted(f"checkpoints/best_{r['return']:.1f}_{r['iteration']}"
-                                  for r in improving)
-    summary = read_json(storage, "summary.json")
+    assert periodic == list(range(CHECKPOINT_EVERY, rows[-1]["iteration"] + 1,
+                                  CHECKPOINT_EVERY))
+    best: float | None = None
+    saved: list[tuple[int, bool, float]] = []  # (iteration, final, best), one per call
+    for reward in rewards:  # the best of an iteration that beat the best so far is saved
+        if best is None or reward["return"] > best:
+            best = reward["return"]
+            if saved and saved[-1][:2] == (reward["iteration"], reward["final"]):
+                saved.pop()
+            saved.append((reward["iteration"], reward["final"], best))
+    assert {n for n in names if "/best_" in n} == {
+        f"checkpoints/best_{ret:.1f}_{iteration}" for iteration, _, ret in saved}
     assert summary["best_eval_return"] == max(r["return"] for r in rewards)
     assert sorted(summary["checkpoints"]) == names
     assert not [p for p in run["out"].rglob("*") if p.suffix in (".pkl", ".pickle")]
@@ -121,5 +166,6 @@ def _arrays(tree: Any, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
 
 def test_the_reward_figures_are_drawn_from_the_records(run: dict[str, Any]) -> None:
     drawn = draw(run["out"])
-    assert [p.name for p in drawn] == ["reward_vs_steps.png", "reward_vs_time.png"]
+    assert [p.name for p in drawn] == ["reward_vs_steps.png", "reward_vs_time.png",
+                                       "reward_vs_cost.png"]
     assert all(p.stat().st_size > 10_000 for p in drawn)

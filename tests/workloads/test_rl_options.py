@@ -56,8 +56,8 @@ def test_runners_go_to_spot_nodes_and_the_learner_to_its_pool() -> None:
     assert config.num_cpus_per_env_runner == 1
     assert config.restart_failed_env_runners is True
     assert config.env_runner_health_probe_timeout_s == options.probe_timeout_s
-    assert config.evaluation_interval == 5
-    assert config.evaluation_config["explore"] is False
+    assert not config.evaluation_interval  # the runners evaluate (workloads/rl/evaluation.py)
+    assert config.callbacks_class.__name__ == "PeriodicEvaluation"
     assert config.model_config["fcnet_hiddens"] == [32, 32]  # the RLModule's networks
     assert config.actor_lr == config.critic_lr == config.alpha_lr == 1e-3
     assert placement("learner") == {"learner": 1.0}

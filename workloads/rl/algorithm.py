@@ -12,14 +12,17 @@ back into service, and training goes on with the healthy ones meanwhile.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import ray
 
 from vocab.spot import LEARNER_RESOURCE, ON_DEMAND_RESOURCE, SPOT_RESOURCE
 from workloads.rl.checkpoint import pack_state, unpack_state
+from workloads.rl.evaluation import evaluate_now, periodic_evaluation, take_pending
 from workloads.rl.options import RlOptions
 
+EVALUATION_TIMEOUT_S = 300.0
 PLACEMENT_RESOURCE = {"learner": LEARNER_RESOURCE, "on-demand": ON_DEMAND_RESOURCE,
                       "spot": SPOT_RESOURCE, "anywhere": None}
 
@@ -34,6 +37,14 @@ def trainer_options(options: RlOptions) -> dict[str, Any]:
     """Ray actor options of the Trainer: the learner's node, one CPU, its GPUs."""
     return {"num_cpus": 1, "num_gpus": options.learner_gpus,
             "resources": placement(options.learner_on), "max_restarts": 0}
+
+
+def training_intensity(options: RlOptions) -> float:
+    """RLlib's training_intensity for --updates-per-step: RLlib runs intensity · fragment ·
+    (runners + 1) / batch updates after each sampling round of fragment · runners env steps
+    (rllib/algorithms/dqn/dqn.py calculate_rr_weights)."""
+    runners = options.env_runners
+    return options.updates_per_step * options.batch_size * runners / (runners + 1)
 
 
 def sac_config(options: RlOptions) -> Any:
@@ -65,7 +76,8 @@ def sac_config(options: RlOptions) -> Any:
             initial_alpha=0.2,
             tau=options.tau,
             gamma=options.gamma,
-            training_intensity=options.training_intensity,
+            training_intensity=training_intensity(options),
+            n_step=options.n_step,
             replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1_000_000},
         )
         # On the new API stack the networks are sized by the RLModule's model config (the
@@ -80,13 +92,9 @@ def sac_config(options: RlOptions) -> Any:
             env_runner_health_probe_timeout_s=options.probe_timeout_s,
             num_consecutive_env_runner_failures_tolerance=1000,
         )
-        .evaluation(
-            evaluation_interval=options.eval_every,
-            evaluation_num_env_runners=0,  # in the Trainer, on the learner node
-            evaluation_duration=options.eval_episodes,
-            evaluation_duration_unit="episodes",
-            evaluation_config={"explore": False},
-        )
+        # The seed's per-runner evaluation (workloads/rl/evaluation.py), not RLlib's
+        # per-iteration one: every --eval-every-th episode of each runner, at its own phase.
+        .callbacks(periodic_evaluation(options.eval_every, options.eval_episodes, options.seed))
         .debugging(seed=options.seed)
     )
 
@@ -105,7 +113,7 @@ class Trainer:
     def __init__(self, options: RlOptions, state: bytes | None = None) -> None:
         self.algo = sac_config(options).build_algo()
         self.probe_timeout_s = options.probe_timeout_s
-        self.eval_every = options.eval_every
+        self.eval_episodes, self.seed = options.eval_episodes, options.seed
         if state is not None:  # resume: weights, optimizers and α of a checkpoint
             self.algo.learner_group.set_state(unpack_state(state))
             self.algo.env_runner_group.sync_weights(
@@ -119,24 +127,33 @@ class Trainer:
         started = time.time()
         result = self.algo.train()
         runners = result.get("env_runners", {})
-        # RLlib keeps the last evaluation's metrics in every later result: only an iteration
-        # that evaluated (RLlib evaluates after iterations eval_every, 2·eval_every, ...) has one
-        evaluated = int(result["training_iteration"]) % self.eval_every == 0
-        evaluation = result.get("evaluation", {}).get("env_runners", {}) if evaluated else {}
+        evaluations = [evaluation for pending in self.algo.env_runner_group.foreach_env_runner(
+            take_pending, local_env_runner=False, timeout_seconds=self.probe_timeout_s)
+            for evaluation in pending]
         group = self.algo.env_runner_group
         return {
             "iteration": int(result["training_iteration"]),
             "env_steps": int(runners.get("num_env_steps_sampled_lifetime", 0)),
             "episodes": int(runners.get("num_episodes_lifetime", 0)),
             "train_return": _mean(runners.get("episode_return_mean")),
-            "eval_return": _mean(evaluation.get("episode_return_mean")),
-            "eval_episodes": int(evaluation.get("num_episodes", 0) or 0),
+            "evaluations": evaluations,
+            "eval_return": (sum(e["return"] for e in evaluations) / len(evaluations)
+                            if evaluations else None),
+            "eval_episodes": sum(len(e["returns"]) for e in evaluations),
             "healthy_runners": int(group.num_healthy_remote_workers()),
             "runners": int(group.num_remote_workers()),
             "runner_restarts": int(group.num_remote_worker_restarts()),
             "runner_nodes": self.runner_nodes(),
             "iteration_s": time.time() - started,
         }
+
+    def final_evaluation(self) -> list[dict[str, Any]]:
+        """Every healthy env runner evaluates the final policy (its --eval-episodes)."""
+        self.algo.env_runner_group.sync_weights(
+            from_worker_or_learner_group=self.algo.learner_group, inference_only=True)
+        return list(self.algo.env_runner_group.foreach_env_runner(
+            partial(evaluate_now, episodes=self.eval_episodes, seed=self.seed),
+            local_env_runner=False, timeout_seconds=EVALUATION_TIMEOUT_S))
 
     def runner_nodes(self) -> list[str]:
         """The Ray node of each healthy env runner."""

@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError
 
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
+from workloads.common.billing import Meter
 from workloads.common.provenance import package_version, provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import LocalStorage, Storage, open_storage
@@ -35,6 +36,7 @@ from workloads.rl.checkpoint import (
 from workloads.rl.options import RlOptions
 
 REWARDS_FILE = "rewards.jsonl"
+START_ATTEMPTS = 3
 
 
 def append_line(storage: Storage, name: str, row: dict[str, Any]) -> None:
@@ -51,26 +53,46 @@ def append_line(storage: Storage, name: str, row: dict[str, Any]) -> None:
     storage.write_bytes(name, earlier + line)
 
 
-class SpotNodes:
-    """Spot nodes as Ray lists them (those offering the spot placement resource): a node
-    seen alive and later dead was preempted (or lost) during the run."""
+class Nodes:
+    """The cluster's nodes as Ray lists them, polled once an iteration: a spot node (one
+    offering the spot placement resource) seen alive and later dead was preempted (or lost);
+    every interval between polls is charged to the one billing meter at the counts of the
+    poll that starts it (alive spot nodes at the spot price, all other alive nodes — head,
+    learner, on-demand — at the on-demand price), and to a second meter as if every node were
+    on-demand."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_demand_price: float, spot_price: float) -> None:
         self.alive: set[str] = set()
         self.lost: list[str] = []
+        self.spot_price = spot_price
+        self.meter = Meter(on_demand_price)
+        self.all_on_demand = Meter(on_demand_price)
+        self.counts = (0, 0)  # (other nodes, spot nodes) alive at the last poll
 
-    def poll(self) -> list[str]:
-        """Spot nodes lost since the last poll."""
+    def poll(self, now: float) -> list[str]:
+        """Spot nodes lost since the last poll; bills up to `now` (epoch seconds)."""
+        if self.meter.billed_to == 0.0:
+            self.meter.billed_to = self.all_on_demand.billed_to = now
+        others, spot = self.counts
+        self.meter.charge_until(now, on_demand=others, spot=spot, spot_up=spot,
+                                spot_price=self.spot_price)
+        self.all_on_demand.charge_until(now, on_demand=others + spot, spot=0, spot_up=0,
+                                        spot_price=0.0)
         lost = []
+        others = spot = 0
         for node in ray.nodes():
-            if not node.get("Resources", {}).get(SPOT_RESOURCE) and node["NodeID"] not in \
-                    self.alive:
+            is_spot = bool(node.get("Resources", {}).get(SPOT_RESOURCE))
+            if node["Alive"]:
+                spot += is_spot
+                others += not is_spot
+            if not is_spot and node["NodeID"] not in self.alive:
                 continue
             if node["Alive"]:
                 self.alive.add(node["NodeID"])
             elif node["NodeID"] in self.alive:
                 self.alive.discard(node["NodeID"])
                 lost.append(node["NodeID"])
+        self.counts = (others, spot)
         self.lost += lost
         return lost
 
@@ -100,7 +122,7 @@ class RlRun:
         self.writer = ResultsWriter("rl", options.out, options.s3_endpoint)
         self.storage = open_storage(self.writer.location, options.s3_endpoint)
         self.progress = Progress()
-        self.nodes = SpotNodes()
+        self.nodes = Nodes(options.on_demand_price, options.spot_price)
         self.iterations: list[dict[str, Any]] = []
         self.preemptions: list[dict[str, Any]] = []
         self.started = time.time()
@@ -110,10 +132,21 @@ class RlRun:
 
     def start_trainer(self, state: bytes | None = None) -> Any:
         placed = trainer_options(self.options)
-        self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
-                 f"resources {placed['resources'] or 'none'} (it waits for such a node)")
-        trainer = start_actor(RemoteTrainer, self.options, state, options=placed)
-        node = str(ray.get(trainer.node_id.remote()))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
+                     f"resources {placed['resources'] or 'none'} (it waits for such a node)")
+            trainer = start_actor(RemoteTrainer, self.options, state, options=placed)
+            try:
+                node = str(ray.get(trainer.node_id.remote()))
+                break
+            except RayActorError as error:
+                # RLlib cannot build an Algorithm while none of its env runners is up (their
+                # spot nodes preempted as they start): try again, on the nodes there are now
+                if attempt == START_ATTEMPTS:
+                    raise
+                self.say(f"the learner did not start ({type(error).__name__}: "
+                         f"{str(error).splitlines()[-1][:200]}); attempt {attempt + 1} of "
+                         f"{START_ATTEMPTS}")
         self.say(f"learner (Trainer) on node {node[:12]}; {self.options.env_runners} env "
                  f"runners on {self.options.runner_on} nodes")
         return trainer
@@ -122,17 +155,21 @@ class RlRun:
         options = self.options
         self.say(f"SAC on {options.env}: {options.steps} env steps, "
                  f"{options.env_runners} env runners, seed {options.seed}")
-        self.nodes.poll()
+        self.nodes.poll(time.time())
         trainer = self.start_trainer()
         try:
             while self.progress.env_steps < options.steps:
                 try:
                     row = ray.get(trainer.iterate.remote())
-                except RayActorError as error:
+                    self.record(row)
+                    self.after_iteration(trainer, row)
+                except RayActorError as error:  # the learner's node is gone
                     trainer = self.resume(error)
-                    continue
-                self.record(row)
-                self.after_iteration(trainer, row)
+            try:
+                self.evaluated(trainer, ray.get(trainer.final_evaluation.remote()),
+                               self.meta(), final=True)
+            except RayActorError as error:  # lost at the very end: no final evaluation
+                self.say(f"no final evaluation: the learner was lost ({error})")
         finally:
             try:
                 ray.get(trainer.stop.remote(), timeout=60)
@@ -167,15 +204,16 @@ class RlRun:
         progress.episodes = self.base["episodes"] + row["episodes"]
         progress.runner_restarts = self.base["runner_restarts"] + row["runner_restarts"]
         now = time.time() - self.started
-        for node in self.nodes.poll():
+        for node in self.nodes.poll(time.time()):
             self.preemptions.append({"t": now, "iteration": progress.iteration,
-                                     "env_steps": progress.env_steps, "node_id": node})
+                                     "env_steps": progress.env_steps,
+                                     "cost": self.nodes.meter.cost, "node_id": node})
             self.say(f"spot node {node[:12]} lost; training goes on with "
                      f"{row['healthy_runners']}/{row['runners']} env runners")
         self.iterations.append({
             **row, "t": now, "iteration": progress.iteration, "env_steps": progress.env_steps,
             "episodes": progress.episodes, "runner_restarts": progress.runner_restarts,
-            "learner_resumes": progress.learner_resumes,
+            "learner_resumes": progress.learner_resumes, "cost": self.nodes.meter.cost,
         })
         if row["runner_nodes"] != self.runner_nodes:
             self.runner_nodes = row["runner_nodes"]
@@ -191,26 +229,43 @@ class RlRun:
 
     def after_iteration(self, trainer: Any, row: dict[str, Any]) -> None:
         progress = self.progress
-        meta = {"iteration": progress.iteration, "env_steps": progress.env_steps,
-                "episodes": progress.episodes, "env": self.options.env,
-                "options": self.options.parameters()}
-        if row["eval_return"] is not None and row["eval_episodes"] > 0:
-            progress.last_return = row["eval_return"]
-            improved = progress.best_return is None or row["eval_return"] > progress.best_return
-            if improved:
-                progress.best_return = row["eval_return"]
-            append_line(self.storage, REWARDS_FILE, {
-                "iteration": progress.iteration, "env_steps": progress.env_steps,
-                "t": time.time() - self.started, "return": row["eval_return"],
-                "episodes": row["eval_episodes"], "best": progress.best_return,
-            })
-            if improved:
-                self.save(trainer, best_name(row["eval_return"], progress.iteration),
-                          {**meta, "eval_return": row["eval_return"]})
+        meta = self.meta()
+        self.evaluated(trainer, row["evaluations"], meta)
         if progress.iteration % self.options.checkpoint_every == 0:
             name = iteration_name(progress.iteration)
             self.save(trainer, name, meta)
             progress.checkpoint = name
+
+    def evaluated(self, trainer: Any, evaluations: list[dict[str, Any]],
+                  meta: dict[str, Any], final: bool = False) -> None:
+        """Evaluations into rewards.jsonl (appended); the learner checkpointed as the best
+        policy when one beats the best so far."""
+        progress = self.progress
+        best_here = None
+        for evaluation in evaluations:
+            progress.last_return = evaluation["return"]
+            if progress.best_return is None or evaluation["return"] > progress.best_return:
+                progress.best_return = best_here = evaluation["return"]
+            append_line(self.storage, REWARDS_FILE, {
+                "iteration": progress.iteration, "env_steps": progress.env_steps,
+                "t": time.time() - self.started, "return": evaluation["return"],
+                "returns": evaluation["returns"], "runner": evaluation["runner"],
+                "runner_episode": evaluation["runner_episode"], "best": progress.best_return,
+                "final": final,
+            })
+        if final and evaluations:
+            progress.last_return = sum(e["return"] for e in evaluations) / len(evaluations)
+            self.say(f"final evaluation: {progress.last_return:.1f} (mean of "
+                     f"{len(evaluations)} env runners)")
+        if best_here is not None:
+            self.save(trainer, best_name(best_here, progress.iteration),
+                      {**meta, "eval_return": best_here})
+
+    def meta(self) -> dict[str, Any]:
+        progress = self.progress
+        return {"iteration": progress.iteration, "env_steps": progress.env_steps,
+                "episodes": progress.episodes, "env": self.options.env,
+                "options": self.options.parameters()}
 
     def save(self, trainer: Any, name: str, meta: dict[str, Any]) -> None:
         state: bytes = ray.get(trainer.state.remote())
@@ -243,7 +298,13 @@ class RlRun:
             "env_runner_restarts": progress.runner_restarts,
             "learner_resumes": progress.learner_resumes,
             "samples_lost": progress.samples_lost,
-            "checkpoints": progress.checkpoints,
+            "checkpoints": sorted(set(progress.checkpoints)),
+            "cost": self.nodes.meter.cost,
+            "all_on_demand_cost": self.nodes.all_on_demand.cost,
+            "on_demand_price": options.on_demand_price,
+            "spot_price": options.spot_price,
+            "on_demand_node_s": self.nodes.meter.on_demand_s,
+            "spot_node_s": self.nodes.meter.spot_up_s,
             "seed": options.seed,
         }
         document = provenance(options.parameters(), {}, options.target, {"seed": options.seed})

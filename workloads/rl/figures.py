@@ -1,5 +1,6 @@
 """The RL run's figures, drawn on the user's side from a results folder (matplotlib, Agg):
-evaluation and training return vs env steps and vs wall time, spot preemptions marked."""
+evaluation and training return vs env steps, vs wall time and vs cost, spot preemptions and
+learner resumes marked."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from workloads.common.results import read_json, read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
 
 AXES = (("env_steps", "env steps", "reward_vs_steps.png"),
-        ("t", "wall time (s)", "reward_vs_time.png"))
+        ("t", "wall time (s)", "reward_vs_time.png"),
+        ("cost", "cost ($, the run's nodes)", "reward_vs_cost.png"))
 
 
 def _points(rows: list[dict[str, Any]], x: str, y: str) -> tuple[list[float], list[float]]:
