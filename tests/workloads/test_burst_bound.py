@@ -10,7 +10,7 @@ import random
 import pytest
 from scipy.optimize import linprog
 
-from workloads.burst.bound import lower_bound
+from workloads.burst.bound import cloud_bytes_curve, least_bytes, lower_bound
 
 MB = 1_000_000.0
 
@@ -97,3 +97,18 @@ def test_equals_the_linear_program_and_never_beats_a_whole_task_schedule(seed: i
     assert bound == pytest.approx(relaxation_by_lp(tasks, onprem, cloud, bandwidth), rel=1e-6)
     if len(tasks) <= 4:
         assert bound <= best_whole_task_schedule(tasks, onprem, cloud, bandwidth) * (1 + 1e-9)
+
+
+def test_the_bytes_curve_by_hand_interpolated_and_capped_at_every_task_sent() -> None:
+    # by bytes per compute second: 1 MB/s (2 s), then 3 MB/s (1 s), the 0 s task last
+    points = cloud_bytes_curve([(1.0, 3 * MB), (0.0, 50 * MB), (2.0, 2 * MB)])
+    assert points == [(0.0, 0.0), (2.0, 2 * MB), (3.0, 5 * MB), (3.0, 55 * MB)]
+    assert least_bytes(points, 1.0) == pytest.approx(1 * MB)
+    assert least_bytes(points, 2.5) == pytest.approx(3.5 * MB)
+    assert least_bytes(points, 4.0) == 55 * MB  # more compute than there is: everything sent
+
+
+def test_tasks_with_no_compute_at_all_bound_nothing() -> None:
+    # nothing to compute, so nothing need be sent: the zero-length step is not divided by
+    assert lower_bound([(0.0, 5 * MB)], 1, 1, 1 * MB) == 0.0
+    assert lower_bound([(0.0, 5 * MB), (0.0, 1 * MB)], 2, 3, 1 * MB) == 0.0

@@ -51,3 +51,33 @@ def test_rates_by_hand_under_a_second_and_at_the_own_rate_threshold() -> None:
         10 / 1.9,
         10 / 1.9,
     ]
+
+
+def test_node_seconds_add_up_over_intervals_and_spot_rate_defaults_to_none() -> None:
+    meter = Meter(on_demand_price=0.0)  # a free on-demand node (the local lab) is allowed
+    meter.charge_until(10.0, on_demand=2, spot=1, spot_up=1, spot_price=0.36)
+    meter.charge_until(15.0, on_demand=1, spot=0, spot_up=0, spot_price=0.36)
+    # 2 nodes x 10 s + 1 node x 5 s; the spot node up 10 s at $0.36/h = $0.001
+    assert meter.on_demand_s == 25.0
+    assert (meter.spot_s, meter.spot_up_s) == (10.0, 10.0)
+    assert meter.spot_rate_s == 0.0  # no arrival rate given: none integrated
+    assert meter.cost == pytest.approx(0.001, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("on_demand", "spot", "spot_up"), [(-1, 0, 0), (0, 2, -1), (0, 1, 2), (1, -1, -1)]
+)
+def test_impossible_counts_are_refused_naming_them_and_bill_nothing(
+    on_demand: int, spot: int, spot_up: int
+) -> None:
+    meter = Meter(on_demand_price=1.0)
+    with pytest.raises(ValueError, match=f"got on_demand={on_demand}, spot={spot}, "
+                                         f"spot_up={spot_up}$"):
+        meter.charge_until(10.0, on_demand=on_demand, spot=spot, spot_up=spot_up,
+                           spot_price=0.5)
+    assert (meter.cost, meter.billed_to, meter.on_demand_s) == (0.0, 0.0, 0.0)
+
+
+def test_a_negative_on_demand_price_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"^on_demand_price must be >= 0, got -0.1$"):
+        Meter(on_demand_price=-0.1)
