@@ -15,7 +15,13 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.data_bucket import DataBucket, DataBucketArgs
-from components.iam_documents import EC2_TRUST, bucket_read_write_policy, web_identity_trust
+from components.iam_documents import (
+    EC2_TRUST,
+    bucket_read_write_policy,
+    cluster_autoscaler_policy,
+    secure_parameter_read_policy,
+    web_identity_trust,
+)
 from launch.offline import DeclaredResource, _CloudMocks, _RecordingMonitor
 from stacks.config import PROJECT
 
@@ -74,6 +80,60 @@ def test_bucket_read_write_lists_the_bucket_and_touches_only_its_objects() -> No
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                 "Resource": "arn:aws:s3:::b/*",
             },
+        ],
+    }
+
+
+def test_the_cluster_autoscaler_resizes_only_this_clusters_groups() -> None:
+    assert json.loads(cluster_autoscaler_policy("spot")) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ResizeThisClustersNodeGroups",
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:SetDesiredCapacity",
+                    "autoscaling:TerminateInstanceInAutoScalingGroup",
+                ],
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/spot": "owned"}
+                },
+            },
+            {
+                "Sid": "ReadNodeGroupShapes",
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:DescribeAutoScalingGroups",
+                    "autoscaling:DescribeAutoScalingInstances",
+                    "autoscaling:DescribeLaunchConfigurations",
+                    "autoscaling:DescribeScalingActivities",
+                    "autoscaling:DescribeTags",
+                    "ec2:DescribeImages",
+                    "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplateVersions",
+                    "ec2:GetInstanceTypesFromInstanceRequirements",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Sid": "DescribeThisClustersManagedNodeGroups",
+                "Effect": "Allow",
+                "Action": ["eks:DescribeNodegroup"],
+                "Resource": "arn:aws:eks:*:*:nodegroup/spot/*",
+            },
+        ],
+    }
+
+
+def test_a_secure_parameter_is_read_with_its_key_and_nothing_else() -> None:
+    parameter = "arn:aws:ssm:us-east-1:123456789012:parameter/spotburst/dev/ray-token"
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd"
+    assert json.loads(secure_parameter_read_policy(parameter, key)) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": parameter},
+            {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": key},
         ],
     }
 
