@@ -528,6 +528,12 @@ MESSAGES: dict[str, tuple[Callable[[OfflineRun], OfflineRun], list[str]]] = {
                           {"items": [{"aws_session_token": "x"}]}),
         ["[static-aws-key] kubernetes:core/v1:Secret bad.items[0].aws_session_token: "
          "names an AWS key (aws_session_token)"]),
+    "cluster-rules-by-their-function-name": (
+        # the cluster policy's plain messages, each under the name of the rule that gave it
+        lambda run: _with(run, "eks:index:Cluster", {"endpointPublicAccess": False}),
+        ["[ray_namespaces_have_network_policy] EKS bad: network policies are not enforced "
+         "(VPC CNI)",
+         "[eks_secrets_use_kms] EKS bad: secrets not encrypted with a stack KMS key"]),
 }
 
 
