@@ -368,6 +368,20 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
         })),
         {"trust-federated-unscoped"},
     ),
+    "wildcard-allowed-after-a-deny": (
+        # a Deny statement first does not end the reading of the document
+        lambda run: _with(run, "aws:iam/policy:Policy", {"policy": json.dumps({"Statement": [
+            {"Effect": "Deny", "Action": "s3:DeleteBucket", "Resource": "*"},
+            {"Effect": "Allow", "Action": "s3:*", "Resource": "arn:aws:s3:::b"}]})}),
+        {"iam-wildcard-action"},
+    ),
+    "any-aws-principal-after-a-deny": (
+        lambda run: _with(run, ROLE, {"assumeRolePolicy": json.dumps({"Statement": [
+            {"Effect": "Deny", "Principal": {"AWS": "arn:aws:iam::123456789012:user/x"},
+             "Action": "sts:AssumeRole"},
+            {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]})}),
+        {"trust-any-principal"},
+    ),
     "admin-policy-attached": (
         lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
                           {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}),
@@ -410,7 +424,8 @@ def test_each_rule_catches_its_violation(
 
 def test_harmless_variants_do_not_fire(dev_run: OfflineRun) -> None:
     """What the rules must not flag: Deny statements with wildcards, partial wildcards that
-    are not a whole service, a federated principal pinned by sub and aud."""
+    are not a whole service, a federated principal pinned by sub and aud (StringEquals or a
+    StringLike pattern), a role with no trust policy."""
     scoped = _with(dev_run, ROLE, _trust({
         "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
         "Condition": {"StringEquals": {"x:sub": "system:serviceaccount:ray:doll", "x:aud": "sts"}},
@@ -418,7 +433,14 @@ def test_harmless_variants_do_not_fire(dev_run: OfflineRun) -> None:
     denied = _with(scoped, "aws:iam/policy:Policy", {"policy": json.dumps({"Statement": [
         {"Effect": "Deny", "Action": "*", "Resource": "*"},
         {"Effect": "Allow", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/*"}]})})
-    assert violations(denied) == []
+    # StringLike pins a subject too, as long as the pattern is not a bare wildcard
+    patterned = _with(denied, ROLE, _trust({
+        "Principal": {"Federated": OIDC}, "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringLike": {"x:sub": "system:serviceaccount:ray:doll-*", "x:aud": "sts"}},
+    }))
+    # a role declared without a trust policy: no one may assume it
+    untrusted = _with(patterned, ROLE, {})
+    assert violations(untrusted) == []
 
 
 # The TLS-only statement written the other ways IAM accepts: each still denies it all.
