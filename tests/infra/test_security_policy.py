@@ -566,6 +566,13 @@ def test_each_rule_reports_the_resource_and_the_hole(
     assert [str(v) for v in violations(breakage(dev_run))] == expected
 
 
+def test_a_cluster_rule_finding_has_no_resource_of_its_own(dev_run: OfflineRun) -> None:
+    # the message names the resource; the Violation's resource is the empty string, a str
+    found = violations(_with(dev_run, "eks:index:Cluster", {"endpointPublicAccess": False}))
+    assert found[-1] == Violation(
+        "eks_secrets_use_kms", "", "EKS bad: secrets not encrypted with a stack KMS key")
+
+
 def test_a_violation_names_its_rule_and_resource(dev_run: OfflineRun) -> None:
     broken = _with(dev_run, ROLE_POLICY, _wildcard_policy("s3:*", "arn:aws:s3:::b"))
     [violation] = violations(broken)
