@@ -26,6 +26,14 @@ from typing import Any
 from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.ray_session import ray_session
+from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
+from workloads.doll.chance import (
+    SPLITS,
+    ChanceModel,
+    OutageChain,
+    chance_spot_shares,
+    deadline_probability,
+)
 from workloads.doll.experiment import run_policies, start_servers, with_cost_ratios
 from workloads.doll.figures import cost_vs_finish
 from workloads.doll.options import POLICIES, DollOptions
@@ -125,6 +133,49 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
     return "\n".join(lines)
 
 
+def frontier(base: DollOptions) -> str:
+    """What a static plan can carry under the chance constraint, per trace: the paper's NS
+    and the chance-constrained plan in whole workers, with one worker's stream split between
+    spot and on-demand, and with every stream split evenly — each with the spot share in
+    workers, its deadline probability under the chain and the cost ratio it predicts."""
+    rates = base.worker_rates()
+    deadline_s = base.deadline_factor * base.work_points / sum(rates)
+    model = ChanceModel(
+        OutageChain.paper(base.alpha, base.refresh_s), base.batch_size, base.k,
+        target=base.deadline_probability,
+    )
+    lines = [
+        f"Static plans under P(deadline) ≥ {base.deadline_probability} "
+        "(predicted from the chain, before any run):",
+        "",
+        "| trace | plan | spot workers | P(met) | predicted cost ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for product, on_demand_price in TRACES:
+        mean_price = load_trace(base.trace, base.zone, product).mean_price()
+        paper_count = static_spot_count(
+            base.workers, base.rate, base.work_points, deadline_s, base.alpha
+        )
+        plans = {"static-paper (NS formula)": {i: 1.0 for i in range(paper_count)}}
+        for split in SPLITS:
+            plans[f"chance, split {split}"] = chance_spot_shares(
+                rates, base.work_points, deadline_s, model, mean_price, on_demand_price,
+                base.alpha, split,
+            )
+        for name, shares in plans.items():
+            count = sum(shares.values())
+            spot_rate = sum(rates[i] * s for i, s in shares.items())
+            probability = deadline_probability(rates, shares, base.work_points, deadline_s, model)
+            ratio = predicted_cost_ratio(
+                rates, count, spot_rate, base.alpha, mean_price, on_demand_price
+            )
+            lines.append(
+                f"| {product.split()[0]} ${on_demand_price} | {name} | {count:.2f} "
+                f"| {probability:.3f} | {ratio:.3f} |"
+            )
+    return "\n".join(lines)
+
+
 def parse_seeds(text: str) -> list[int]:
     """`0-9` or `0,1,2`."""
     if "-" in text:
@@ -150,6 +201,8 @@ def main() -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    plans = frontier(base)
+    print(plans, flush=True)
     started = time.monotonic()
     with ray_session():
         rows = measure(base, seeds)
@@ -158,7 +211,7 @@ def main() -> int:
     print(f"wall time {time.monotonic() - started:.0f} s")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
-    (args.out / "table.txt").write_text(text + "\n")
+    (args.out / "table.txt").write_text(text + "\n\n" + plans + "\n")
     document = provenance(
         {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES]},
         {"trace": base.trace},
