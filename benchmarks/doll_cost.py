@@ -45,10 +45,10 @@ TRACES = (("SUSE Linux", 0.286), ("Linux/UNIX", 0.186))
 
 def measure_trace(
     base: DollOptions, product: str, on_demand_price: float, seeds: list[int],
-    rows: list[dict[str, Any]], lock: threading.Lock,
+    rows: list[dict[str, Any]], lock: threading.Lock, rows_path: Path,
 ) -> None:
     """Every seed's policies on this trace, on a fleet of its own; rows appended as they
-    finish."""
+    finish and written to `rows_path` after every seed (a stopped run keeps its seeds)."""
     trace = load_trace(base.trace, base.zone, product)
     servers = start_servers(replace(base, product=product), trace)
     servers = replace(
@@ -69,18 +69,20 @@ def measure_trace(
                         f" finish/deadline {summary['finish_s'] / summary['deadline_s']:.3f}",
                         flush=True,
                     )
+            with lock:
+                rows_path.write_text(json.dumps(rows, indent=2, default=str))
     finally:
         servers.fleet.shutdown()
 
 
-def measure(base: DollOptions, seeds: list[int]) -> list[dict[str, Any]]:
+def measure(base: DollOptions, seeds: list[int], rows_path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def one(product: str, price: float) -> None:
         try:
-            measure_trace(base, product, price, seeds, rows, lock)
+            measure_trace(base, product, price, seeds, rows, lock, rows_path)
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
 
@@ -106,7 +108,7 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
     )
     lines = [
         f"DOLL cost benchmark: {base.workers} workers, θ/θ₀ {base.deadline_factor}, "
-        f"α {base.alpha}, preemption {base.preemption}, seeds {seeds[0]}–{seeds[-1]}",
+        f"α {base.alpha}, preemption {base.preemption}, seeds {', '.join(map(str, seeds))}",
         "",
         header,
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -192,6 +194,9 @@ def main() -> int:
     parser.add_argument("--policy", default=",".join(POLICIES), help="comma-separated policies")
     parser.add_argument("--preemption", choices=("markov", "kill"), default="markov",
                         help="preemption mode of the spot workers")
+    parser.add_argument("--rows", type=Path, nargs="+", metavar="ROWS_JSON",
+                        help="no run: table and figure from these rows.json files "
+                        "(e.g. a run stopped early and its continuation)")
     parser.add_argument("--out", type=Path, default=Path(f"results/benchmarks/doll/{stamp}"),
                         help="folder for rows.json, table.txt and the figure")
     args = parser.parse_args()
@@ -203,17 +208,22 @@ def main() -> int:
         return 2
     plans = frontier(base)
     print(plans, flush=True)
-    started = time.monotonic()
-    with ray_session():
-        rows = measure(base, seeds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.rows:
+        rows = [row for path in args.rows for row in json.loads(path.read_text())]
+        seeds = sorted({row["seed"] for row in rows})
+    else:
+        started = time.monotonic()
+        with ray_session():
+            rows = measure(base, seeds, args.out / "rows.json")
+        print(f"wall time {time.monotonic() - started:.0f} s")
     text = table(rows, base, seeds)
     print(text)
-    print(f"wall time {time.monotonic() - started:.0f} s")
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
     (args.out / "table.txt").write_text(text + "\n\n" + plans + "\n")
     document = provenance(
-        {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES]},
+        {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES],
+         "rows_from": [str(path) for path in args.rows or []]},
         {"trace": base.trace},
         "local",
         {"first": seeds[0], "last": seeds[-1]},
