@@ -101,6 +101,11 @@ def _fmt(value: float | None, width: int) -> str:
     return f"{'-' if value is None else f'{value:.3f}':>{width}}"
 
 
+def _known(rows: list[dict[str, Any]], key: str) -> list[float]:
+    """The rows' values of `key` where recorded (rows rebuilt from a log may lack some)."""
+    return [row[key] for row in rows if row.get(key) is not None]
+
+
 def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> str:
     header = (
         "| trace | policy | cost ratio mean | sd | min–max | expected | bound "
@@ -119,18 +124,18 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
             if not mine:
                 continue
             ratios = [r["cost_ratio"] for r in mine]
-            probabilities = [r["deadline_probability"] for r in mine
-                             if r["deadline_probability"] is not None]
+            probabilities = _known(mine, "deadline_probability")
+            expected, accuracy = _known(mine, "cost_expected"), _known(mine, "accuracy")
             lines.append(
                 f"| {product.split()[0]} ${price} | {policy} | {statistics.mean(ratios):.3f} "
                 f"| {statistics.stdev(ratios) if len(ratios) > 1 else 0.0:.3f} "
                 f"| {min(ratios):.3f}–{max(ratios):.3f} "
-                f"| {statistics.mean(r['cost_expected'] for r in mine):.3f} "
+                f"| {_fmt(statistics.mean(expected) if expected else None, 0).strip()} "
                 f"| {_fmt(mine[0]['cost_bound'], 0).strip()} "
                 f"| {_fmt(statistics.mean(probabilities) if probabilities else None, 0).strip()} "
                 f"| {sum(r['deadline_met'] for r in mine)}/{len(mine)} "
                 f"| {statistics.mean(r['finish_s'] / r['deadline_s'] for r in mine):.3f} "
-                f"| {min(r['accuracy'] for r in mine):.3f} |"
+                f"| {_fmt(min(accuracy) if accuracy else None, 0).strip()} |"
             )
     return "\n".join(lines)
 
