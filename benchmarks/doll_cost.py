@@ -26,6 +26,14 @@ from typing import Any
 from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.ray_session import ray_session
+from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
+from workloads.doll.chance import (
+    SPLITS,
+    ChanceModel,
+    OutageChain,
+    chance_spot_shares,
+    deadline_probability,
+)
 from workloads.doll.experiment import run_policies, start_servers, with_cost_ratios
 from workloads.doll.figures import cost_vs_finish
 from workloads.doll.options import POLICIES, DollOptions
@@ -37,10 +45,10 @@ TRACES = (("SUSE Linux", 0.286), ("Linux/UNIX", 0.186))
 
 def measure_trace(
     base: DollOptions, product: str, on_demand_price: float, seeds: list[int],
-    rows: list[dict[str, Any]], lock: threading.Lock,
+    rows: list[dict[str, Any]], lock: threading.Lock, rows_path: Path,
 ) -> None:
     """Every seed's policies on this trace, on a fleet of its own; rows appended as they
-    finish."""
+    finish and written to `rows_path` after every seed (a stopped run keeps its seeds)."""
     trace = load_trace(base.trace, base.zone, product)
     servers = start_servers(replace(base, product=product), trace)
     servers = replace(
@@ -61,18 +69,20 @@ def measure_trace(
                         f" finish/deadline {summary['finish_s'] / summary['deadline_s']:.3f}",
                         flush=True,
                     )
+            with lock:
+                rows_path.write_text(json.dumps(rows, indent=2, default=str))
     finally:
         servers.fleet.shutdown()
 
 
-def measure(base: DollOptions, seeds: list[int]) -> list[dict[str, Any]]:
+def measure(base: DollOptions, seeds: list[int], rows_path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def one(product: str, price: float) -> None:
         try:
-            measure_trace(base, product, price, seeds, rows, lock)
+            measure_trace(base, product, price, seeds, rows, lock, rows_path)
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
 
@@ -91,6 +101,11 @@ def _fmt(value: float | None, width: int) -> str:
     return f"{'-' if value is None else f'{value:.3f}':>{width}}"
 
 
+def _known(rows: list[dict[str, Any]], key: str) -> list[float]:
+    """The rows' values of `key` where recorded (rows rebuilt from a log may lack some)."""
+    return [row[key] for row in rows if row.get(key) is not None]
+
+
 def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> str:
     header = (
         "| trace | policy | cost ratio mean | sd | min–max | expected | bound "
@@ -98,7 +113,7 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
     )
     lines = [
         f"DOLL cost benchmark: {base.workers} workers, θ/θ₀ {base.deadline_factor}, "
-        f"α {base.alpha}, preemption {base.preemption}, seeds {seeds[0]}–{seeds[-1]}",
+        f"α {base.alpha}, preemption {base.preemption}, seeds {', '.join(map(str, seeds))}",
         "",
         header,
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -109,18 +124,61 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
             if not mine:
                 continue
             ratios = [r["cost_ratio"] for r in mine]
-            probabilities = [r["deadline_probability"] for r in mine
-                             if r["deadline_probability"] is not None]
+            probabilities = _known(mine, "deadline_probability")
+            expected, accuracy = _known(mine, "cost_expected"), _known(mine, "accuracy")
             lines.append(
                 f"| {product.split()[0]} ${price} | {policy} | {statistics.mean(ratios):.3f} "
                 f"| {statistics.stdev(ratios) if len(ratios) > 1 else 0.0:.3f} "
                 f"| {min(ratios):.3f}–{max(ratios):.3f} "
-                f"| {statistics.mean(r['cost_expected'] for r in mine):.3f} "
+                f"| {_fmt(statistics.mean(expected) if expected else None, 0).strip()} "
                 f"| {_fmt(mine[0]['cost_bound'], 0).strip()} "
                 f"| {_fmt(statistics.mean(probabilities) if probabilities else None, 0).strip()} "
                 f"| {sum(r['deadline_met'] for r in mine)}/{len(mine)} "
                 f"| {statistics.mean(r['finish_s'] / r['deadline_s'] for r in mine):.3f} "
-                f"| {min(r['accuracy'] for r in mine):.3f} |"
+                f"| {_fmt(min(accuracy) if accuracy else None, 0).strip()} |"
+            )
+    return "\n".join(lines)
+
+
+def frontier(base: DollOptions) -> str:
+    """What a static plan can carry under the chance constraint, per trace: the paper's NS
+    and the chance-constrained plan in whole workers, with one worker's stream split between
+    spot and on-demand, and with every stream split evenly — each with the spot share in
+    workers, its deadline probability under the chain and the cost ratio it predicts."""
+    rates = base.worker_rates()
+    deadline_s = base.deadline_factor * base.work_points / sum(rates)
+    model = ChanceModel(
+        OutageChain.paper(base.alpha, base.refresh_s), base.batch_size, base.k,
+        target=base.deadline_probability,
+    )
+    lines = [
+        f"Static plans under P(deadline) ≥ {base.deadline_probability} "
+        "(predicted from the chain, before any run):",
+        "",
+        "| trace | plan | spot workers | P(met) | predicted cost ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for product, on_demand_price in TRACES:
+        mean_price = load_trace(base.trace, base.zone, product).mean_price()
+        paper_count = static_spot_count(
+            base.workers, base.rate, base.work_points, deadline_s, base.alpha
+        )
+        plans = {"static-paper (NS formula)": {i: 1.0 for i in range(paper_count)}}
+        for split in SPLITS:
+            plans[f"chance, split {split}"] = chance_spot_shares(
+                rates, base.work_points, deadline_s, model, mean_price, on_demand_price,
+                base.alpha, split,
+            )
+        for name, shares in plans.items():
+            count = sum(shares.values())
+            spot_rate = sum(rates[i] * s for i, s in shares.items())
+            probability = deadline_probability(rates, shares, base.work_points, deadline_s, model)
+            ratio = predicted_cost_ratio(
+                rates, count, spot_rate, base.alpha, mean_price, on_demand_price
+            )
+            lines.append(
+                f"| {product.split()[0]} ${on_demand_price} | {name} | {count:.2f} "
+                f"| {probability:.3f} | {ratio:.3f} |"
             )
     return "\n".join(lines)
 
@@ -141,6 +199,9 @@ def main() -> int:
     parser.add_argument("--policy", default=",".join(POLICIES), help="comma-separated policies")
     parser.add_argument("--preemption", choices=("markov", "kill"), default="markov",
                         help="preemption mode of the spot workers")
+    parser.add_argument("--rows", type=Path, nargs="+", metavar="ROWS_JSON",
+                        help="no run: table and figure from these rows.json files "
+                        "(e.g. a run stopped early and its continuation)")
     parser.add_argument("--out", type=Path, default=Path(f"results/benchmarks/doll/{stamp}"),
                         help="folder for rows.json, table.txt and the figure")
     args = parser.parse_args()
@@ -150,17 +211,24 @@ def main() -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    started = time.monotonic()
-    with ray_session():
-        rows = measure(base, seeds)
+    plans = frontier(base)
+    print(plans, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.rows:
+        rows = [row for path in args.rows for row in json.loads(path.read_text())]
+        seeds = sorted({row["seed"] for row in rows})
+    else:
+        started = time.monotonic()
+        with ray_session():
+            rows = measure(base, seeds, args.out / "rows.json")
+        print(f"wall time {time.monotonic() - started:.0f} s")
     text = table(rows, base, seeds)
     print(text)
-    print(f"wall time {time.monotonic() - started:.0f} s")
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
-    (args.out / "table.txt").write_text(text + "\n")
+    (args.out / "table.txt").write_text(text + "\n\n" + plans + "\n")
     document = provenance(
-        {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES]},
+        {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES],
+         "rows_from": [str(path) for path in args.rows or []]},
         {"trace": base.trace},
         "local",
         {"first": seeds[0], "last": seeds[-1]},

@@ -9,9 +9,21 @@ on-demand worker is always up and always pays.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 TOLERANCE = 1e-9
+
+Spot = Sequence[int] | Mapping[int, float]
+"""The spot allocation: whole workers by index, or a share in [0, 1] of each worker's
+stream (a share s: s·λ of the stream on a spot instance of s of a worker's size, the rest
+on an on-demand one; billed in proportion)."""
+
+
+def spot_shares(spot: Spot) -> dict[int, float]:
+    """Worker index → spot share (1.0 for every whole worker given by index)."""
+    if isinstance(spot, Mapping):
+        return {index: float(share) for index, share in spot.items() if share > 0.0}
+    return {index: 1.0 for index in spot}
 
 
 def spot_rate_limit(rates: Sequence[float], work: float, deadline_s: float, alpha: float) -> float:
@@ -37,23 +49,24 @@ def static_spot_count(
     return math.floor(limit / rate + TOLERANCE)
 
 
-def expected_finish_s(
-    rates: Sequence[float], spot: Sequence[int], work: float, alpha: float
-) -> float:
-    throughput = sum(rates) - (1.0 - alpha) * sum(rates[i] for i in spot)
+def expected_finish_s(rates: Sequence[float], spot: Spot, work: float, alpha: float) -> float:
+    shares = spot_shares(spot)
+    throughput = sum(rates) - (1.0 - alpha) * sum(rates[i] * s for i, s in shares.items())
     return math.inf if throughput <= 0 else work / throughput
 
 
 def expected_cost(
     rates: Sequence[float],
-    spot: Sequence[int],
+    spot: Spot,
     work: float,
     alpha: float,
     spot_price: float,
     on_demand_price: float,
 ) -> float:
-    """Expected dollars: on-demand workers pay for the whole run, spot workers for α of it."""
-    hourly = (len(rates) - len(spot)) * on_demand_price + alpha * len(spot) * spot_price
+    """Expected dollars: on-demand workers pay for the whole run, spot workers for α of it
+    (a share of a worker: that share of each)."""
+    spot_count = sum(spot_shares(spot).values())
+    hourly = (len(rates) - spot_count) * on_demand_price + alpha * spot_count * spot_price
     return hourly * expected_finish_s(rates, spot, work, alpha) / 3600.0
 
 

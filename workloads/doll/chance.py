@@ -15,13 +15,13 @@ preemption drops the partial batch the worker held (B/2 each).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from workloads.doll.allocation import expected_cost
+from workloads.doll.allocation import Spot, expected_cost, spot_shares
 from workloads.doll.preemption import STEPS_SCALE
 
 DEFAULT_TARGET = 0.9
@@ -123,17 +123,20 @@ class ChanceModel:
 
 def arrivals_moments(
     rates: Sequence[float],
-    spot: Sequence[int],
+    spot: Spot,
     horizon_s: float,
     model: ChanceModel,
     down_now: Sequence[bool] | None = None,
 ) -> tuple[float, float]:
-    """Mean and variance of the points that arrive (and are kept) within `horizon_s`."""
+    """Mean and variance of the points that arrive (and are kept) within `horizon_s`. A
+    spot share s of a stream loses s·λ per down second (Poisson thinning), so its outage
+    term scales by s in the mean and s² in the variance; each spot piece batches on its
+    own and loses half a batch per preemption whatever its share."""
     steps = max(int(horizon_s / model.chain.step_s), 0)
     mean = sum(rates) * horizon_s
     variance = mean  # Poisson arrivals
     step_s = model.chain.step_s
-    for index in spot:
+    for index, share in spot_shares(spot).items():
         down = bool(down_now[index]) if down_now is not None else False
         if model.launch_steps is None:
             down_mean, down_var = model.chain.down_steps(steps, down)
@@ -141,7 +144,7 @@ def arrivals_moments(
         else:
             down_mean, down_var = model.chain.backlog_steps(model.launch_steps)
             lost = 0.0
-        rate = rates[index]
+        rate = rates[index] * share
         mean -= lost + rate * step_s * down_mean
         variance += (rate * step_s) ** 2 * down_var - rate * step_s * down_mean
     return mean, max(variance, 0.0)
@@ -149,7 +152,7 @@ def arrivals_moments(
 
 def deadline_probability(
     rates: Sequence[float],
-    spot: Sequence[int],
+    spot: Spot,
     work: float,
     horizon_s: float,
     model: ChanceModel,
@@ -200,3 +203,72 @@ def chance_spot_set(
             break
         chosen, cost = candidate, candidate_cost
     return sorted(chosen)
+
+
+SHARE_TOLERANCE = 1e-4
+
+
+def largest_share(probability_at: Callable[[float], float], target: float) -> float:
+    """The largest share s in [0, 1] with probability_at(s) ≥ target, for a probability that
+    falls as s grows (bisection to SHARE_TOLERANCE; 0 when even a sliver misses)."""
+    if probability_at(1.0) >= target:
+        return 1.0
+    low, high = 0.0, 1.0
+    while high - low > SHARE_TOLERANCE:
+        middle = (low + high) / 2.0
+        if probability_at(middle) >= target:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+SPLITS = ("whole", "one", "even")
+"""How finely a chance-constrained plan may split the spot share: whole workers only; whole
+workers plus one worker's stream split between spot and on-demand; or the same share of
+every worker's stream on spot."""
+
+
+def chance_spot_shares(
+    rates: Sequence[float],
+    work: float,
+    horizon_s: float,
+    model: ChanceModel,
+    spot_price: float,
+    on_demand_price: float,
+    alpha: float,
+    split: str,
+    down_now: Sequence[bool] | None = None,
+    from_start: bool = True,
+) -> dict[int, float]:
+    """The largest spot share with P(deadline) ≥ the target, split as `split` says (see
+    SPLITS), as worker → share. Empty when spot is not cheaper or the deadline is gone."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    whole = chance_spot_set(
+        rates, work, horizon_s, model, spot_price, on_demand_price, alpha, down_now, from_start
+    )
+    if not whole and (spot_price >= on_demand_price or horizon_s <= 0):
+        return {}
+
+    def probability(spot: dict[int, float]) -> float:
+        return deadline_probability(rates, spot, work, horizon_s, model, down_now, from_start)
+
+    if split == "whole":
+        return spot_shares(whole)
+    if split == "even":
+        share = largest_share(
+            lambda s: probability({i: s for i in range(len(rates))}), model.target
+        )
+        return {i: share for i in range(len(rates))} if share > 0 else {}
+    chosen = spot_shares(whole)
+    rest = sorted((i for i in range(len(rates)) if i not in chosen), key=lambda i: rates[i])
+    if rest:
+        share = largest_share(lambda s: probability({**chosen, rest[0]: s}), model.target)
+        cost = expected_cost(rates, chosen, work, alpha, spot_price, on_demand_price)
+        candidate = {**chosen, rest[0]: share}
+        if share > 0 and (
+            expected_cost(rates, candidate, work, alpha, spot_price, on_demand_price) < cost
+        ):
+            chosen = candidate
+    return chosen

@@ -69,24 +69,31 @@ def draw(folder: Path) -> list[Path]:
 
 def cost_vs_finish(rows: list[dict[str, Any]], path: Path) -> Path:
     """The cost benchmark's runs: cost ratio to on-demand against finish/deadline, one
-    point per run, a colour per policy and a marker per trace."""
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    point per run, a panel per trace, a colour per policy; the deadline and the paper's
+    cost bound as lines."""
     policies = list(dict.fromkeys(row["policy"] for row in rows))
     products = list(dict.fromkeys(row["product"] for row in rows))
-    markers = "os^vD"
-    for index, policy in enumerate(policies):
-        for which, product in enumerate(products):
+    figure, panels = plt.subplots(
+        1, len(products), figsize=(5.5 * len(products), 4.5), sharey=True, squeeze=False
+    )
+    for axes, product in zip(panels[0], products, strict=True):
+        for index, policy in enumerate(policies):
             mine = [r for r in rows if r["policy"] == policy and r["product"] == product]
             axes.scatter(
                 [r["finish_s"] / r["deadline_s"] for r in mine],
                 [r["cost_ratio"] for r in mine],
                 color=f"C{index}",
-                marker=markers[which % len(markers)],
                 alpha=0.75,
-                label=f"{policy} ({product})",
+                label=policy,
             )
-    axes.axvline(1.0, color="black", linestyle="--", linewidth=1, label="deadline")
-    axes.set(xlabel="finish / deadline", ylabel="cost ratio to on-demand",
-             title="Cost vs finish, one point per run")
-    axes.legend(fontsize=7, ncol=2)
+        bounds = [r["cost_bound"] for r in rows
+                  if r["product"] == product and r["cost_bound"] is not None]
+        if bounds:
+            axes.axhline(bounds[0], color="tab:red", linestyle=":", linewidth=1,
+                         label=f"paper's bound {bounds[0]:.3f}")
+        axes.axvline(1.0, color="black", linestyle="--", linewidth=1, label="deadline")
+        axes.set(xlabel="finish / deadline", title=product)
+        axes.legend(fontsize=7)
+    panels[0][0].set_ylabel("cost ratio to on-demand")
+    figure.suptitle("DOLL cost vs finish, one point per run")
     return save_figure(figure, path)
