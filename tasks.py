@@ -13,13 +13,13 @@ from typing import Any
 from invoke import Context, Exit, Task, task
 
 from launch import pulumi_cli
-from launch.elastic import ELASTIC_LAB_SPEC
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
 from launch.options import (
     BURST_LAB_SPEC,
     BURST_RUN_SPEC,
     BURST_SWEEP_SPEC,
     BW_HELP,
+    ELASTIC_LAB_SPEC,
     TARGET_SPEC,
     BurstLabOptions,
     BurstRunTarget,

@@ -15,19 +15,13 @@ from launch.targets import LAB_RECORD, run_workload
 from launch.workload import WorkloadRun
 from spotlab.config import SpotLabConfig
 from spotlab.lab import read_events
-from spotlab.options import SpotLabOptions, lab_spec
+from spotlab.options import SpotLabOptions
 from workloads.common.results import read_json
 from workloads.common.storage import LocalStorage
 from workloads.elastic.cost import price_run
 from workloads.elastic.entry import check_script
 from workloads.elastic.figures import draw
 from workloads.elastic.options import ELASTIC_SPEC, ElasticOptions
-
-# A chain step every 0.5 s (not the lab's 0.1 s) preempts a spot node about every 70 s: a
-# worker-group restart takes 30-80 s on a loaded 2-core machine, and at 0.1 s the run spent
-# its time restarting (measured; README, "Elastic training on spot").
-ELASTIC_LAB_REFRESH_S = 0.5
-ELASTIC_LAB_SPEC = lab_spec("ElasticLabOptions", refresh=ELASTIC_LAB_REFRESH_S)
 
 
 def elastic_run(options: ElasticOptions) -> WorkloadRun:

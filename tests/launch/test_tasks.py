@@ -40,6 +40,33 @@ def test_invoke_list_shows_every_task() -> None:
         assert f"  {name.replace('_', '-')} " in listing
 
 
+# The DOLL quick start installs no extras: loading the task list must not import what only
+# the `train`/`rl` extras bring (torch, Ray Train's and RLlib's dependencies).
+WITHOUT_EXTRAS = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class NotInstalled(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"torch", "gymnasium", "fsspec"}:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+sys.argv = ["invoke", "--list"]
+from invoke.main import program
+program.run()
+"""
+
+
+@pytest.mark.subprocess
+def test_the_task_list_loads_without_the_train_and_rl_extras() -> None:
+    done = subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS], cwd=PROJECT_DIR,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "  run-doll " in done.stdout and "  run-elastic " in done.stdout
+
+
 @pytest.mark.subprocess
 def test_pulumi_tasks_without_the_cli_print_one_line_and_fail(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # nothing named pulumi on it
