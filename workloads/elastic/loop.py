@@ -92,7 +92,10 @@ class ElasticLoop:
         poll_s = float(settings["notice_poll"])
         self._stop_watching: threading.Event = NoticeWatcher(timeout_s=1.0).watch(
             self._on_notice, poll_s=poll_s, on_error=self._on_error)
-        if self.rank == 0 and self.elastic:
+        # The resize handshake (checkpoint and park before Ray Train resizes) also fires when a
+        # draining node leaves the count, so it stays off when notices are ignored: restart-based
+        # tools resize from their last periodic checkpoint.
+        if self.rank == 0 and self.elastic and self.on_notice == "checkpoint":
             threading.Thread(target=self._watch_capacity, args=(poll_s,), name="capacity",
                              daemon=True).start()
 

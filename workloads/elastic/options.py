@@ -52,7 +52,8 @@ class ElasticOptions(ResultsOptions):
     on_notice: str = option(
         "checkpoint",
         "what a spot notice does: checkpoint (at the current step, then hold) or ignore "
-        "(periodic checkpoints only, as restart-based tools do)",
+        "(periodic checkpoints only and no checkpoint before a resize, as restart-based tools "
+        "do)",
         choices=("checkpoint", "ignore"),
     )
     notice_poll: float = option(
