@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_RETURN = -300.0
 RUNNERS_LINE = "env runners on nodes:"
 LEARNER_LINE = "learner (Trainer) on node "
+RUNNER_HEALTH = re.compile(r"env runners (\d+)/(\d+), restarts (\d+)")
 
 
 def lab_config(spot: int) -> SpotLabConfig:
@@ -46,7 +48,9 @@ class Faults:
     """Faults injected into a running RL workload as its output lines come: after each
     iteration n with `interrupt_at(n)`, the spot node of the first env runner is preempted (a
     notice, a drain, a kill, a replacement); after each n with `lose_learner_at(n)`, the
-    learner's node is lost (killed without notice, not replaced)."""
+    learner's node is lost (killed without notice, not replaced) — once every env runner is
+    back and restarted after the preemptions before it, so one fault is recovered from before
+    the next (a new learner builds new env runners, which would hide a pending restart)."""
 
     def __init__(self, lab: SpotLab, interrupt_at: Callable[[int], bool],
                  lose_learner_at: Callable[[int], bool]) -> None:
@@ -59,6 +63,7 @@ class Faults:
         self.interrupted: list[str] = []
         self.lost_learners: list[str] = []
         self.seen: set[int] = set()
+        self.learner_loss_due = False
 
     def feed(self, line: str) -> None:
         if line.startswith(RUNNERS_LINE):
@@ -77,11 +82,23 @@ class Faults:
             if name:
                 self.interrupted.append(name)
                 self.lab.interrupt(name)
-        if self.learner and self.lose_learner_at(iteration):
+        self.learner_loss_due = self.learner_loss_due or self.lose_learner_at(iteration)
+        if self.learner and self.learner_loss_due and self._recovered(line):
+            self.learner_loss_due = False
             name = lab_node(self.lab, self.learner)
             if name and name not in self.lost_learners:
                 self.lost_learners.append(name)
                 self.lab.interrupt(name)
+
+
+    def _recovered(self, line: str) -> bool:
+        """The iteration line shows every env runner healthy and a restart for each
+        preemption so far."""
+        health = RUNNER_HEALTH.search(line)
+        if health is None:
+            return True
+        healthy, total, restarts = (int(group) for group in health.groups())
+        return healthy == total and restarts >= len(self.interrupted)
 
 
 def drive(lab: SpotLab, args: list[str], out: Path, interrupt_at: Callable[[int], bool],

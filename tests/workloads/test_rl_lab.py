@@ -45,7 +45,8 @@ RUN_TIMEOUT_S = 600.0
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """One run on its own lab; the spot node of the first env runner interrupted after the
-    second iteration, the learner's node lost after the fifth (a checkpoint after the third)."""
+    second iteration, the learner's node lost at the first iteration from the fifth on at
+    which the env runner is back (checkpoints every third)."""
     out = tmp_path_factory.mktemp("rl") / "run"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
@@ -95,7 +96,9 @@ def test_a_lost_learner_resumes_from_its_last_checkpoint_on_a_new_node(
     # the new learner goes on from the checkpoint's iteration and env steps (those sampled
     # since are lost), not from zero
     checkpoint = (before["iteration"] // CHECKPOINT_EVERY) * CHECKPOINT_EVERY
-    assert after["iteration"] == checkpoint + 1 and after["env_steps"] < before["env_steps"]
+    at_checkpoint = rows[checkpoint - 1]["env_steps"]
+    assert after["iteration"] == checkpoint + 1
+    assert at_checkpoint < after["env_steps"] <= at_checkpoint + 2 * PER_ITERATION
     assert summary["samples_lost"] == before["env_steps"] - rows[checkpoint - 1]["env_steps"]
     iterations, k = [row["iteration"] for row in rows], resumed[0]
     assert iterations[:k] == list(range(1, k + 1))
