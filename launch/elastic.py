@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from launch.options import TargetOptions
+from launch.options import ELASTIC_LAB_SPEC, TargetOptions
 from launch.targets import LAB_RECORD, run_workload
 from launch.workload import WorkloadRun
 from spotlab.config import SpotLabConfig
@@ -48,7 +48,7 @@ def run_elastic(
     options when no --address/--stack), then price it and draw its figure; returns the
     results folder."""
     target = target or TargetOptions()
-    lab = lab or SpotLabOptions()
+    lab = lab or ELASTIC_LAB_SPEC.default()  # the task's lab defaults, also when called
     options.check_files()
     check_script(options.script_path())
     run = elastic_run(options)
