@@ -10,7 +10,13 @@ import gymnasium
 import pytest
 
 from workloads.rl.algorithm import sac_config
-from workloads.rl.evaluation import PENDING, deterministic_returns, periodic_evaluation, phase
+from workloads.rl.evaluation import (
+    PENDING,
+    deterministic_returns,
+    evaluate_now,
+    periodic_evaluation,
+    phase,
+)
 from workloads.rl.options import RlOptions
 
 
@@ -49,3 +55,11 @@ def test_the_callback_evaluates_on_every_nth_episode_only(runner: SimpleNamespac
     assert [p["runner_episode"] for p in pending] == [
         n for n in range(1, 2 * every + 1) if (n + offset) % every == 0]
     assert all(p["runner"] == 2 and len(p["returns"]) == 1 for p in pending)
+
+
+def test_the_final_evaluation_runs_for_seed_zero(runner: SimpleNamespace) -> None:
+    """Seed 0 once gave the final evaluation an env seed of -1, which Gymnasium refuses: the
+    run failed after its last iteration and wrote no summary."""
+    final = evaluate_now(runner, episodes=1, seed=0)
+    assert final["runner"] == 2 and len(final["returns"]) == 1
+    assert evaluate_now(runner, episodes=1, seed=0)["returns"] == final["returns"]

@@ -58,6 +58,16 @@ def deterministic_returns(env_runner: Any, episodes: int, seed: int) -> list[flo
     return returns
 
 
+FINAL_EPISODE = 1_000_000
+"""The episode slot of the final evaluation's seed (past any periodic evaluation's)."""
+
+
+def evaluation_seed(seed: int, runner: int, episode: int) -> int:
+    """The env seed of an evaluation: distinct per run seed, runner and episode, never
+    negative (Gymnasium refuses negative seeds)."""
+    return (seed * 1_000_003 + runner * 1009 + episode) % 2**31
+
+
 def periodic_evaluation(every: int, episodes: int, seed: int) -> type[RLlibCallback]:
     """The callback class for `config.callbacks(...)` with these settings."""
 
@@ -69,9 +79,8 @@ def periodic_evaluation(every: int, episodes: int, seed: int) -> type[RLlibCallb
             env_runner.spotburst_episodes = done
             if (done + phase(seed, env_runner.worker_index, every)) % every:
                 return
-            returns = deterministic_returns(env_runner, episodes,
-                                            seed * 1_000_003 + env_runner.worker_index * 1009
-                                            + done)
+            returns = deterministic_returns(
+                env_runner, episodes, evaluation_seed(seed, env_runner.worker_index, done))
             pending = getattr(env_runner, PENDING, [])
             pending.append({"runner": env_runner.worker_index, "runner_episode": done,
                             "returns": returns, "return": sum(returns) / len(returns)})
@@ -82,7 +91,8 @@ def periodic_evaluation(every: int, episodes: int, seed: int) -> type[RLlibCallb
 
 def evaluate_now(env_runner: Any, episodes: int, seed: int) -> dict[str, Any]:
     """An evaluation of the runner's current policy now (the run's final one)."""
-    returns = deterministic_returns(env_runner, episodes, seed * 1_000_003 - 1)
+    returns = deterministic_returns(
+        env_runner, episodes, evaluation_seed(seed, env_runner.worker_index, FINAL_EPISODE))
     return {"runner": env_runner.worker_index,
             "runner_episode": getattr(env_runner, "spotburst_episodes", 0),
             "returns": returns, "return": sum(returns) / len(returns)}
