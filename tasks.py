@@ -527,7 +527,7 @@ JOB_NAME_HELP = "Job name"
 def _inference_errors() -> tuple[type[Exception], ...]:
     from procs import ProcessNotReady
     from spotlab import SpotLabConfigError, SpotLabNotFound
-    from workloads.inference.service import ServiceError
+    from workloads.inference.endpoint import ServiceError
 
     return (ServiceError, SpotLabConfigError, SpotLabNotFound, ProcessNotReady,
             ConnectionError, *_aws_errors())

@@ -2,9 +2,11 @@
 `members`, `job-*`, `infer-down`, `run-inference`).
 
 `infer-up` starts a spot lab (the local default) and leaves it running, or uses a Ray cluster
-at `--address`; it records where the service lives in a small state file, so each later
-command (its own process) connects as a Ray driver with that cluster's token, asks the
-coordinator, and prints the answer. Files go straight to the service's store.
+at `--address`; it records where the service lives in a small private state file. Each later
+command is its own process that imports no Ray: it sends one HTTP request to the
+coordinator's command endpoint with the service's token (`workloads/inference/endpoint.py`)
+and prints the answer; files go straight to the service's store. infer-up and infer-down
+connect as Ray drivers.
 """
 
 from __future__ import annotations
@@ -12,25 +14,34 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
 from netem.lab.state import state_dir as two_site_state_dir
-from spotlab import SpotLabConfig, start_lab, stop_lab
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage
+from workloads.inference.endpoint import (
+    COMMAND_TIMEOUT_S,
+    EndpointUnreachable,
+    ServiceError,
+    read_endpoint,
+    send_command,
+)
 from workloads.inference.options import (
     INFERENCE_SPEC,
     InferenceOptions,
     JobOptions,
     ServiceOptions,
 )
-from workloads.inference.service import ServiceError
+
+if TYPE_CHECKING:
+    from spotlab import SpotLabConfig
 
 STATE_DIR_ENV = "SPOTBURST_INFERENCE_STATE_DIR"
 RECORD_NAME = "service.json"
@@ -70,6 +81,10 @@ class ServiceRecord:
     store_endpoint: str | None
     lab_id: str | None
     started_at: float
+    command_token: str | None = None
+    """The bearer token of the coordinator's HTTP commands (so the record file is private)."""
+    command_url: str | None = None
+    """Where the coordinator answered last; the store's endpoint file says where it is now."""
 
     @classmethod
     def load(cls) -> ServiceRecord:
@@ -81,8 +96,10 @@ class ServiceRecord:
     def save(self) -> None:
         path = state_dir() / RECORD_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(self.__dict__, indent=2))
+        scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(self.__dict__, indent=2))
         scratch.replace(path)
 
     def storage(self) -> Storage:
@@ -141,6 +158,7 @@ def _reload_auth() -> None:
 def infer_up(options: ServiceOptions, lab: SpotLabConfig,
              address: str | None = None, stack: str | None = None) -> ServiceRecord:
     """Start the service (and, without --address, a spot lab for it) and record it."""
+    from spotlab import start_lab, stop_lab
     from workloads.inference.service import start_coordinator
 
     if stack:
@@ -159,11 +177,15 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
         spot_lab = start_lab(lab)
         lab_id, ray_address, driver_env = (spot_lab.lab_id, spot_lab.ray_address,
                                            spot_lab.driver_env)
+    token = secrets.token_urlsafe(32)
     try:
         with connected(ray_address, driver_env):
-            start_coordinator(options.settings(store), on_demand=address is None)
+            start_coordinator({**options.settings(store), "command_token": token},
+                              on_demand=address is None)
         record = ServiceRecord(ray_address, driver_env, store, options.store_endpoint,
-                               lab_id, time.time())
+                               lab_id, time.time(), token)
+        published = read_endpoint(record.storage()) or {}  # written before it answered
+        record = replace(record, command_url=published.get("url"))
         record.save()
     except BaseException:
         if lab_id is not None:
@@ -174,6 +196,7 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
 
 def infer_down() -> list[str]:
     """Stop the workers and the coordinator, and the lab if infer-up started one."""
+    from spotlab import stop_lab
     from workloads.inference.service import stop_coordinator
 
     record = ServiceRecord.load()
@@ -193,12 +216,34 @@ def infer_down() -> list[str]:
 
 
 def command(method: str, *args: Any) -> dict[str, Any]:
-    """One coordinator command, from a fresh driver connection."""
-    from workloads.inference.service import call
-
+    """One coordinator command over HTTP (no Ray driver): sent where the coordinator answered
+    last, else where the store says its current incarnation answers (a restarted coordinator
+    may be on another node or port); one line when none answers (restarting)."""
     record = ServiceRecord.load()
-    with connected(record.ray_address, record.driver_env):
-        return call(method, *args)
+    if not record.command_token:
+        raise ServiceError("the service's record has no command token (an older infer-up "
+                           "started it): infer-down, then infer-up")
+    unanswered: EndpointUnreachable | None = None
+    if record.command_url:
+        try:
+            return send_command(record.command_url, record.command_token, method, list(args),
+                                COMMAND_TIMEOUT_S)
+        except EndpointUnreachable as error:
+            unanswered = error
+    published = read_endpoint(record.storage()) or {}
+    url = published.get("url")
+    if not url:
+        raise ServiceError("the coordinator has published no command endpoint in the store "
+                           f"{record.store} (not up: infer-down stopped it?)")
+    if url != record.command_url:
+        replace(record, command_url=url).save()
+        try:
+            return send_command(url, record.command_token, method, list(args),
+                                COMMAND_TIMEOUT_S)
+        except EndpointUnreachable as error:
+            unanswered = error
+    raise ServiceError(f"the coordinator (incarnation {published.get('incarnation')}) does "
+                       f"not answer, restarting? try again in a few seconds: {unanswered}")
 
 
 def job_add(name: str, job: JobOptions) -> dict[str, Any]:
@@ -206,21 +251,21 @@ def job_add(name: str, job: JobOptions) -> dict[str, Any]:
 
 
 def files_put(local: Path, name: str) -> str:
-    from workloads.inference.service import files_put as put
+    from workloads.inference.files import files_put as put
 
     size = put(ServiceRecord.load().storage(), local, name)
     return f"put {local} as {name} ({size} bytes)"
 
 
 def files_get(name: str, local: Path) -> str:
-    from workloads.inference.service import files_get as get
+    from workloads.inference.files import files_get as get
 
     size = get(ServiceRecord.load().storage(), name, local)
     return f"got {name} into {local} ({size} bytes)"
 
 
 def files_ls() -> list[str]:
-    from workloads.inference.service import files_ls as ls
+    from workloads.inference.files import files_ls as ls
 
     return ls(ServiceRecord.load().storage())
 

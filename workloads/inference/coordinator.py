@@ -10,7 +10,10 @@ once, in order, so a sub-job re-run after a worker or the coordinator died is st
 once. In-flight sub-jobs of a dead incarnation are simply queued again.
 
 Commands answer from memory under one lock; the scheduling loop runs in a thread beside them.
-Each command returns {"ok": True, ...} or {"ok": False, "error": "<one line>"}.
+Each command returns {"ok": True, ...} or {"ok": False, "error": "<one line>"}. They arrive as
+Ray calls (the experiment's driver) and, when the service has a command token, over HTTP from
+the CLI (`endpoint.py`: a thread per request in this process, taking the same lock); each
+incarnation publishes where it answers to `service/endpoint.json` in the store.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.common.storage import Storage, open_storage
+from workloads.inference.endpoint import CommandEndpoint, publish_endpoint
+from workloads.inference.files import store_file
 from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_shape
 from workloads.inference.scheduler import Scheduler
 from workloads.inference.stats import latency_stats, window_cost, window_rate
-from workloads.inference.worker import InferenceWorker, store_file
+from workloads.inference.worker import InferenceWorker
 
 NAMESPACE = "spotburst-inference"
 COORDINATOR_NAME = "coordinator"
@@ -57,6 +62,8 @@ class ServiceSettings:
     subjob_timeout_s: float = 60.0
     worker_cpus: float = 1.0
     worker_resource: str | None = SPOT_RESOURCE
+    command_token: str | None = None
+    """The CLI's bearer token for the HTTP commands; None: no HTTP endpoint (Ray calls only)."""
 
 
 @dataclass
@@ -146,6 +153,11 @@ class Coordinator:
         self.stopping = False
         self.loop = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self.loop.start()
+        self.endpoint: CommandEndpoint | None = None
+        if self.settings.command_token:
+            self.endpoint = CommandEndpoint(self._commands(), self.settings.command_token,
+                                            ray.util.get_node_ip_address())
+            publish_endpoint(self.store, self.endpoint.url, self.incarnation)
 
     # --- persistence ------------------------------------------------------------------------
 
@@ -527,8 +539,14 @@ class Coordinator:
         return {"ok": True, "coordinator_incarnation": self.incarnation,
                 "nodes": nodes, "workers": workers}
 
+    def _commands(self) -> dict[str, Any]:
+        """What the HTTP endpoint serves: the user's commands, nothing else."""
+        return {"job_add": self.job_add, "job_start": self.job_start,
+                "job_stop": self.job_stop, "job_remove": self.job_remove,
+                "job_status": self.job_status, "members": self.members}
+
     def settings_dict(self) -> dict[str, Any]:
-        return asdict(self.settings)
+        return {**asdict(self.settings), "command_token": None}  # the token stays private
 
     def shutdown(self) -> dict[str, Any]:
         """Stop the loop and kill every worker; the caller then kills this actor."""
@@ -542,4 +560,7 @@ class Coordinator:
                         pass
                     slot.state = "dead"
             self._save_workers()
+            if self.endpoint is not None:
+                self.endpoint.close()
+                publish_endpoint(self.store, None, self.incarnation)
             return {"ok": True, "workers_stopped": len(self.workers)}

@@ -20,11 +20,11 @@ from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import NAMESPACE
+from workloads.inference.files import store_file
 from workloads.inference.models import Mlp, array_from_bytes, make_bundle
 from workloads.inference.options import InferenceOptions
 from workloads.inference.service import ServiceError, call
 from workloads.inference.stats import spread
-from workloads.inference.worker import store_file
 
 JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
 SAMPLE_EVERY_S = 1.0
