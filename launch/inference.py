@@ -33,6 +33,7 @@ from workloads.inference.endpoint import (
     read_endpoint,
     send_command,
 )
+from workloads.inference.files import files_storage
 from workloads.inference.options import (
     INFERENCE_SPEC,
     InferenceOptions,
@@ -104,6 +105,9 @@ class ServiceRecord:
 
     def storage(self) -> Storage:
         return open_storage(self.store, self.store_endpoint)
+
+    def files(self) -> Storage:
+        return files_storage(self.store, self.store_endpoint)
 
 
 def _reachable(address: str) -> None:
@@ -253,21 +257,21 @@ def job_add(name: str, job: JobOptions) -> dict[str, Any]:
 def files_put(local: Path, name: str) -> str:
     from workloads.inference.files import files_put as put
 
-    size = put(ServiceRecord.load().storage(), local, name)
+    size = put(ServiceRecord.load().files(), local, name)
     return f"put {local} as {name} ({size} bytes)"
 
 
 def files_get(name: str, local: Path) -> str:
     from workloads.inference.files import files_get as get
 
-    size = get(ServiceRecord.load().storage(), name, local)
+    size = get(ServiceRecord.load().files(), name, local)
     return f"got {name} into {local} ({size} bytes)"
 
 
 def files_ls() -> list[str]:
     from workloads.inference.files import files_ls as ls
 
-    return ls(ServiceRecord.load().storage())
+    return ls(ServiceRecord.load().files())
 
 
 # --- printing -------------------------------------------------------------------------------

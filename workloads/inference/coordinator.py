@@ -34,7 +34,7 @@ from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.endpoint import CommandEndpoint, publish_endpoint
-from workloads.inference.files import store_file
+from workloads.inference.files import files_storage, store_file
 from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_shape
 from workloads.inference.scheduler import Scheduler
 from workloads.inference.stats import latency_stats, window_cost, window_rate
@@ -138,6 +138,7 @@ class Coordinator:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = ServiceSettings(**settings)
         self.store: Storage = open_storage(self.settings.store, self.settings.s3_endpoint)
+        self.files = files_storage(self.settings.store, self.settings.s3_endpoint)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}
         self.workers: dict[str, WorkerSlot] = {}
@@ -412,7 +413,7 @@ class Coordinator:
             return _fail(f"job name {name!r}: give a non-empty name without '/'")
         if batch_size < 1:
             return _fail(f"--batch-size: expected an integer ≥ 1, got {batch_size}")
-        present = set(self._names("files/"))
+        present = set(self.files.names())
         for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
             if file not in present:
                 return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
