@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from launch.inference import STATE_DIR_ENV, ServiceRecord, connected
+from launch.inference import LAB_COMMAND_HOST, STATE_DIR_ENV, ServiceRecord, connected
 from spotlab import SpotLabConfig, spot_lab
 from workloads.common.storage import open_storage
 from workloads.inference import service
@@ -164,7 +164,8 @@ def time_commands(lab: Any, scratch: Path, repeats: int,
     for name, data in bundle.files.items():
         (store / "files" / name).write_bytes(data)
     token = secrets.token_urlsafe(32)
-    service.start_coordinator({"store": str(store), "workers": 3, "command_token": token})
+    service.start_coordinator({"store": str(store), "workers": 3, "command_token": token,
+                               "command_host": LAB_COMMAND_HOST})
     try:
         service.call("job_add", "busy", "small_model", "small_testset", "small_label", 5)
         service.call("job_start", "busy")

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from spotlab import SpotLabConfig
 
 STATE_DIR_ENV = "SPOTBURST_INFERENCE_STATE_DIR"
+LAB_COMMAND_HOST = "127.0.0.1"
+"""Where the coordinator of a local lab serves its commands: loopback only."""
 RECORD_NAME = "service.json"
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +55,8 @@ class InferTargetOptions:
 
     address: str | None = option(None, "Ray address of a running cluster (HOST:PORT of its "
                                  "GCS, or ray://HOST:10001); its token from RAY_AUTH_TOKEN")
-    stack: str | None = option(None, "a deployed stack's inference RayCluster (not yet for "
-                               "the long-running service: run-inference --stack runs the "
-                               "experiment there)")
+    stack: str | None = option(None, "a deployed stack's inference RayCluster (commands "
+                               "then reach it through kubectl port-forward)")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -86,6 +87,9 @@ class ServiceRecord:
     """The bearer token of the coordinator's HTTP commands (so the record file is private)."""
     command_url: str | None = None
     """Where the coordinator answered last; the store's endpoint file says where it is now."""
+    stack: str | None = None
+    """The stack whose inference RayCluster runs the service: commands reach the
+    coordinator's pod (the one with the URL's IP) through a `kubectl port-forward`."""
 
     @classmethod
     def load(cls) -> ServiceRecord:
@@ -165,13 +169,12 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
     from spotlab import start_lab, stop_lab
     from workloads.inference.service import start_coordinator
 
-    if stack:
-        raise ServiceError("--stack: not supported yet by infer-up (invoke run-inference "
-                           "--stack runs the experiment on the stack's inference RayCluster)")
     if (state_dir() / RECORD_NAME).exists():
         record = ServiceRecord.load()
         raise ServiceError(f"the inference service is already up (Ray at "
                            f"{record.ray_address}); infer-down first")
+    if stack:
+        return _infer_up_on_stack(options, stack)
     store = options.store or str(pulumi_cli.PROJECT_DIR / "results" / "inference" /
                                  f"store-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     lab_id = None
@@ -184,7 +187,8 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
     token = secrets.token_urlsafe(32)
     try:
         with connected(ray_address, driver_env):
-            start_coordinator({**options.settings(store), "command_token": token},
+            start_coordinator({**options.settings(store), "command_token": token,
+                               "command_host": None if address else LAB_COMMAND_HOST},
                               on_demand=address is None)
         record = ServiceRecord(ray_address, driver_env, store, options.store_endpoint,
                                lab_id, time.time(), token)
@@ -198,6 +202,44 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
     return record
 
 
+def _infer_up_on_stack(options: ServiceOptions, stack: str) -> ServiceRecord:
+    """The coordinator started by a short Ray Job on the stack's inference RayCluster (the
+    stack path of every --stack run: the head's port-forward and token); the store is on
+    the stack's bucket unless --store says otherwise."""
+    token = secrets.token_urlsafe(32)
+    summary = _service_job(stack, "up", {**options.settings(options.store or ""),
+                                         "command_token": token})
+    record = ServiceRecord(f"stack:{stack}", {}, summary["store"], options.store_endpoint,
+                           None, time.time(), token,
+                           (summary.get("endpoint") or {}).get("url"), stack)
+    record.save()
+    return record
+
+
+def _service_job(stack: str, action: str,
+                 settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`python -m workloads.inference.up --action ACTION` as a Ray Job on the stack; its
+    summary. The settings (with the token) travel as a private file with the job's code."""
+    from tempfile import TemporaryDirectory
+
+    from launch.targets import run_workload
+    from launch.workload import workload_run
+    from workloads.inference.up import SERVICE_JOB_SPEC, ServiceJobOptions
+
+    with TemporaryDirectory(prefix="spotburst-inference-") as scratch:
+        settings_file = None
+        if settings is not None:
+            settings_file = Path(scratch) / "settings.json"
+            descriptor = os.open(settings_file, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(json.dumps(settings))
+        job = workload_run("inference", "workloads.inference.up", SERVICE_JOB_SPEC,
+                           ServiceJobOptions(action=action, settings=settings_file))
+        folder = run_workload(job, stack=stack, out=Path(scratch) / "job")
+        summary: dict[str, Any] = json.loads((folder / "summary.json").read_text())
+    return summary
+
+
 def infer_down() -> list[str]:
     """Stop the workers and the coordinator, and the lab if infer-up started one."""
     from spotlab import stop_lab
@@ -206,8 +248,11 @@ def infer_down() -> list[str]:
     record = ServiceRecord.load()
     done: list[str] = []
     try:
-        with connected(record.ray_address, record.driver_env):
-            stopped = stop_coordinator()
+        if record.stack:
+            stopped = _service_job(record.stack, "down")["workers_stopped"]
+        else:
+            with connected(record.ray_address, record.driver_env):
+                stopped = stop_coordinator()
         done.append(f"coordinator and {stopped} workers stopped")
     except (ServiceError, ConnectionError) as error:
         done.append(f"coordinator not stopped: {error}")
@@ -230,8 +275,7 @@ def command(method: str, *args: Any) -> dict[str, Any]:
     unanswered: EndpointUnreachable | None = None
     if record.command_url:
         try:
-            return send_command(record.command_url, record.command_token, method, list(args),
-                                COMMAND_TIMEOUT_S)
+            return _send(record, record.command_url, method, list(args))
         except EndpointUnreachable as error:
             unanswered = error
     published = read_endpoint(record.storage()) or {}
@@ -242,12 +286,57 @@ def command(method: str, *args: Any) -> dict[str, Any]:
     if url != record.command_url:
         replace(record, command_url=url).save()
         try:
-            return send_command(url, record.command_token, method, list(args),
-                                COMMAND_TIMEOUT_S)
+            return _send(record, url, method, list(args))
         except EndpointUnreachable as error:
             unanswered = error
     raise ServiceError(f"the coordinator (incarnation {published.get('incarnation')}) does "
                        f"not answer, restarting? try again in a few seconds: {unanswered}")
+
+
+def _send(record: ServiceRecord, url: str, method: str, args: list[Any]) -> dict[str, Any]:
+    assert record.command_token
+    if record.stack is None:
+        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+    with _through_stack(record.stack, url) as local_url:
+        return send_command(local_url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+
+
+@contextmanager
+def _through_stack(stack: str, url: str) -> Iterator[str]:
+    """The URL of the stack's coordinator pod (the pod with `url`'s IP), port-forwarded
+    here for one command; EndpointUnreachable when no pod has that IP any more."""
+    from urllib.parse import urlsplit
+
+    from launch.port_forward import port_forward, private_file
+    from stacks.outputs import read_ray_cluster_outputs
+
+    where = urlsplit(url)
+    cluster = read_ray_cluster_outputs(pulumi_cli.stack_outputs(stack, show_secrets=True),
+                                       stack, "inference")
+    with private_file(cluster.kubeconfig, ".kubeconfig") as config_file:
+        pod = _pod_with_ip(config_file, cluster.namespace, str(where.hostname))
+        with port_forward(config_file, cluster.namespace, pod, int(where.port or 80),
+                          kind="pod") as local_port:
+            yield f"http://127.0.0.1:{local_port}"
+
+
+def _pod_with_ip(config_file: Path, namespace: str, ip: str) -> str:
+    import subprocess
+
+    command = ["kubectl", "--kubeconfig", str(config_file), "get", "pods", "-n", namespace,
+               "--field-selector", f"status.podIP={ip},status.phase=Running",
+               "-o", "jsonpath={.items[*].metadata.name}"]
+    try:
+        found = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise ServiceError("kubectl is not installed (needed for a service on a stack)") from None
+    names = found.stdout.split()
+    if found.returncode != 0:
+        raise ServiceError(f"kubectl get pods -n {namespace}: "
+                           f"{' '.join(found.stderr.split()) or 'failed'}")
+    if len(names) != 1:
+        raise EndpointUnreachable(f"no running pod with IP {ip} in namespace {namespace}")
+    return names[0]
 
 
 def job_add(name: str, job: JobOptions) -> dict[str, Any]:

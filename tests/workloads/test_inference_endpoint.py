@@ -24,6 +24,7 @@ from workloads.inference.endpoint import (
     CommandEndpoint,
     EndpointUnreachable,
     ServiceError,
+    listen_host,
     publish_endpoint,
     send_command,
 )
@@ -143,3 +144,8 @@ def test_a_coordinator_that_does_not_answer_yet_is_one_line(record: ServiceRecor
     publish_endpoint(LocalStorage(Path(record.store)), None, incarnation=3)  # infer-down
     with pytest.raises(ServiceError, match="infer-down stopped it"):
         command("job_status")
+
+
+def test_the_endpoint_binds_the_nodes_ip_or_the_whole_pod_in_kubernetes() -> None:
+    assert listen_host("10.0.3.7", {}) == "10.0.3.7"
+    assert listen_host("10.0.3.7", {"KUBERNETES_SERVICE_HOST": "172.20.0.1"}) == "0.0.0.0"

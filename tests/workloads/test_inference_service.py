@@ -17,14 +17,20 @@ import numpy as np
 import pytest
 import ray
 
-from launch.inference import STATE_DIR_ENV, ServiceRecord, command, connected
+from launch.inference import (
+    LAB_COMMAND_HOST,
+    STATE_DIR_ENV,
+    ServiceRecord,
+    command,
+    connected,
+)
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV as LAB_STATE_DIR_ENV
 from tests.helpers.waiting import wait_until
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE
-from workloads.inference.endpoint import read_endpoint
+from workloads.inference.endpoint import read_endpoint, send_command
 from workloads.inference.models import (
     Bundle,
     Mlp,
@@ -79,7 +85,8 @@ def running_service(lab: SpotLab, tmp_path: Path) -> Iterator[Callable[..., Stor
     def start(bundle: Bundle, repeat: int, **settings: Any) -> Storage:
         store = fill_store(tmp_path / "store", bundle, repeat)
         service.start_coordinator({"store": str(tmp_path / "store"), "workers": 4,
-                                   "command_token": COMMAND_TOKEN, **settings})
+                                   "command_token": COMMAND_TOKEN,
+                                   "command_host": LAB_COMMAND_HOST, **settings})
         started.append(True)
         return store
 
@@ -226,6 +233,9 @@ def test_cli_commands_answer_in_one_line(lab: SpotLab, tmp_path: Path,
     state = tmp_path / "inference-state"
     env = {**os.environ, STATE_DIR_ENV: str(state)}
     save_record(lab, store, state)
+    with pytest.MonkeyPatch.context() as patch:  # the lab's endpoint is on loopback only
+        patch.setenv(STATE_DIR_ENV, str(state))
+        assert str(ServiceRecord.load().command_url).startswith(f"http://{LAB_COMMAND_HOST}:")
 
     def invoke(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
@@ -265,3 +275,40 @@ try:
 finally:
     print(f"ray imported: {'ray' in sys.modules}", flush=True)
 """
+
+
+@pytest.mark.subprocess
+def test_the_service_job_brings_the_service_up_and_down(lab: SpotLab, tmp_path: Path) -> None:
+    """What infer-up --stack runs as a Ray Job on the stack's cluster, run here as a driver
+    of the lab: the coordinator outlives it and answers over HTTP with the given token."""
+    import json
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"store": "", "workers": 1,
+                                    "command_token": COMMAND_TOKEN}))
+    env = {**os.environ, **lab.driver_env}
+
+    def job(*args: str) -> dict[str, Any]:
+        out = tmp_path / args[-1]
+        done = subprocess.run([sys.executable, "-m", "workloads.inference.up", *args[:-1],
+                               "--out", str(out)], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-800:]
+        return dict(json.loads((out / "summary.json").read_text()))
+
+    up = job("--settings", str(settings), "up")
+    try:
+        assert up["store"] == str(tmp_path / "up" / "store")  # beside the job's results
+        url = up["endpoint"]["url"]  # no command_host given: the node's IP, as on a stack
+        node_ips = {node["NodeManagerAddress"] for node in ray.nodes()}
+        assert url.removeprefix("http://").rpartition(":")[0] in node_ips
+        members = wait_until(lambda: (answer := send_command(
+            url, COMMAND_TOKEN, "members", [], 5.0)) and answer["workers"] and answer, 60.0,
+            "the coordinator's worker")
+        assert [w["name"] for w in members["workers"]] == ["inference-worker-0"]
+        for written in (tmp_path / "up").glob("*.json"):  # summary, provenance
+            assert COMMAND_TOKEN not in written.read_text(), written
+    finally:
+        down = job("--action", "down", "down")
+    assert down["workers_stopped"] == 1
+    assert read_endpoint(open_storage(up["store"]))["url"] is None

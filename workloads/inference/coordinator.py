@@ -19,6 +19,7 @@ incarnation publishes where it answers to `service/endpoint.json` in the store.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import threading
 import time
@@ -33,7 +34,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.common.storage import Storage, open_storage
-from workloads.inference.endpoint import CommandEndpoint, publish_endpoint
+from workloads.inference.endpoint import CommandEndpoint, listen_host, publish_endpoint
 from workloads.inference.files import files_storage, store_file
 from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_shape
 from workloads.inference.scheduler import Scheduler
@@ -64,6 +65,9 @@ class ServiceSettings:
     worker_resource: str | None = SPOT_RESOURCE
     command_token: str | None = None
     """The CLI's bearer token for the HTTP commands; None: no HTTP endpoint (Ray calls only)."""
+    command_host: str | None = None
+    """The address the endpoint binds (the local lab: loopback); None: the node's IP (every
+    address of the pod in Kubernetes). Ray reports a lab node at the host's outward IP."""
 
 
 @dataclass
@@ -124,6 +128,16 @@ class InFlight:
     queries: int
 
 
+def _node_ip() -> str:
+    """The IP of this actor's node, as Ray knows it (`ray.util.get_node_ip_address()` in a
+    worker answers the host's outward address, whatever node it is on)."""
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node["NodeID"] == node_id:
+            return str(node["NodeManagerAddress"])
+    raise RuntimeError(f"this actor's node {node_id} is not among Ray's nodes")
+
+
 def _fail(error: str) -> dict[str, Any]:
     return {"ok": False, "error": error}
 
@@ -156,8 +170,11 @@ class Coordinator:
         self.loop.start()
         self.endpoint: CommandEndpoint | None = None
         if self.settings.command_token:
+            host = self.settings.command_host
+            node_ip = host or _node_ip()
             self.endpoint = CommandEndpoint(self._commands(), self.settings.command_token,
-                                            ray.util.get_node_ip_address())
+                                            host or listen_host(node_ip, os.environ),
+                                            advertised=node_ip)
             publish_endpoint(self.store, self.endpoint.url, self.incarnation)
 
     # --- persistence ------------------------------------------------------------------------

@@ -11,7 +11,10 @@ coordinator's settings), compared in constant time; a request without it gets a 
 Where the endpoint is: each incarnation binds the node's IP on COMMAND_PORT (another free
 port when that one is taken: the local lab runs several nodes on one IP, and other services
 may share the machine) and publishes `{"url", "incarnation"}` to the service's file store
-(ENDPOINT_FILE); a restarted coordinator, maybe on another node, publishes its own.
+(ENDPOINT_FILE); a restarted coordinator, maybe on another node, publishes its own. In a
+Kubernetes pod it listens on all of the pod's own addresses instead, since `kubectl
+port-forward` arrives on the pod's loopback (the pod's network namespace is its own; the Ray
+namespace's NetworkPolicy admits only the RayCluster's pods), and publishes the pod's IP.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from vocab.ports import INFERENCE_COMMAND_PORT
 from workloads.common.storage import Storage
 
 ENDPOINT_FILE = "service/endpoint.json"
+KUBERNETES_ENV = "KUBERNETES_SERVICE_HOST"
+"""Set in every Kubernetes pod."""
 COMMAND_TIMEOUT_S = 1.5
 """A command's answer is awaited this long (the service promises an answer within 2 s)."""
 COMMAND_PATH = "/command"
@@ -55,12 +60,19 @@ class EndpointUnreachable(ServiceError):
 # --- the coordinator's side ---------------------------------------------------------------
 
 
+def listen_host(node_ip: str, environ: Mapping[str, str]) -> str:
+    """The address to bind on a node of IP `node_ip`: that IP, or every address of the pod
+    in a Kubernetes pod (so that a port-forward, which arrives on its loopback, gets in)."""
+    return "0.0.0.0" if KUBERNETES_ENV in environ else node_ip  # noqa: S104 - the pod's own
+
+
 class CommandEndpoint:
     """`commands` served on host:port (or a free port when that one is taken) by a thread
-    per request; each command runs on that thread, so it must take its own lock."""
+    per request; each command runs on that thread, so it must take its own lock. The URL
+    names `advertised` (the node's IP) when the bound host is not one to connect to."""
 
     def __init__(self, commands: Mapping[str, Command], token: str, host: str,
-                 port: int = INFERENCE_COMMAND_PORT) -> None:
+                 port: int = INFERENCE_COMMAND_PORT, advertised: str | None = None) -> None:
         if not token:
             raise ValueError("a command endpoint needs a token")
         handler = _handler(dict(commands), token.encode())
@@ -71,7 +83,7 @@ class CommandEndpoint:
                 raise
             self.server = ThreadingHTTPServer((host, 0), handler)
         self.server.daemon_threads = True
-        self.host = host
+        self.host = advertised or host
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.1,),
                                        name="commands", daemon=True)
         self.thread.start()

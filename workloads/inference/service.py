@@ -9,7 +9,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from vocab.spot import ON_DEMAND_RESOURCE
+from vocab.spot import ON_DEMAND_RESOURCE, SPOT_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.inference.coordinator import (
     COORDINATOR_NAME,
@@ -36,6 +36,15 @@ def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
     handle = start_actor(Coordinator, settings, options=options)
     ray.get(handle.job_status.remote(), timeout=120)  # up and its state loaded
     return handle
+
+
+def start_on_this_cluster(settings: dict[str, Any]) -> Any:
+    """The coordinator on the cluster this driver is connected to, placed by what it has:
+    workers on spot nodes and the coordinator on an on-demand one when it has them."""
+    resources = ray.cluster_resources()
+    settings = {**settings,
+                "worker_resource": SPOT_RESOURCE if SPOT_RESOURCE in resources else None}
+    return start_coordinator(settings, on_demand=ON_DEMAND_RESOURCE in resources)
 
 
 def coordinator() -> Any:
