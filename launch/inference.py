@@ -220,22 +220,21 @@ def _service_job(stack: str, action: str,
                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """`python -m workloads.inference.up --action ACTION` as a Ray Job on the stack; its
     summary. The settings (with the token) travel as a private file with the job's code."""
+    from contextlib import ExitStack
     from tempfile import TemporaryDirectory
 
+    from launch.port_forward import private_file
     from launch.targets import run_workload
     from launch.workload import workload_run
     from workloads.inference.up import SERVICE_JOB_SPEC, ServiceJobOptions
 
-    with TemporaryDirectory(prefix="spotburst-inference-") as scratch:
-        settings_file = None
-        if settings is not None:
-            settings_file = Path(scratch) / "settings.json"
-            descriptor = os.open(settings_file, os.O_WRONLY | os.O_CREAT, 0o600)
-            with os.fdopen(descriptor, "w") as handle:
-                handle.write(json.dumps(settings))
+    with ExitStack() as files:
+        scratch = Path(files.enter_context(TemporaryDirectory(prefix="spotburst-inference-")))
+        settings_file = (None if settings is None else
+                         files.enter_context(private_file(json.dumps(settings), ".json")))
         job = workload_run("inference", "workloads.inference.up", SERVICE_JOB_SPEC,
                            ServiceJobOptions(action=action, settings=settings_file))
-        folder = run_workload(job, stack=stack, out=Path(scratch) / "job")
+        folder = run_workload(job, stack=stack, out=scratch / "job")
         summary: dict[str, Any] = json.loads((folder / "summary.json").read_text())
     return summary
 
