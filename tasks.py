@@ -525,12 +525,16 @@ JOB_NAME_HELP = "Job name"
 
 
 def _inference_errors() -> tuple[type[Exception], ...]:
+    from launch.port_forward import SecretUnreadable
+    from launch.tunnel import TunnelFailed
     from procs import ProcessNotReady
     from spotlab import SpotLabConfigError, SpotLabNotFound
-    from workloads.inference.service import ServiceError
+    from stacks.outputs import StackOutputsError
+    from workloads.inference.endpoint import ServiceError
 
     return (ServiceError, SpotLabConfigError, SpotLabNotFound, ProcessNotReady,
-            ConnectionError, *_aws_errors())
+            ConnectionError, TunnelFailed, SecretUnreadable, StackOutputsError,
+            pulumi_cli.PulumiError, *_aws_errors())
 
 
 def _inference(action: Callable[[], Any]) -> Any:
@@ -544,11 +548,18 @@ def _inference(action: Callable[[], Any]) -> Any:
 def infer_up(c: Context, options: ServiceOptions, lab_options: SpotLabOptions,
              target: InferTargetOptions) -> None:
     """Bring the inference service up (a coordinator and --workers workers) on a new local
-    spot lab, or on the Ray cluster at --address; it runs until infer-down."""
+    spot lab, on the Ray cluster at --address, or on a deployed stack's inference
+    RayCluster (--stack); it runs until infer-down."""
     from launch.inference import infer_up as up
+    from launch.ray_jobs import JobFailed
+    from launch.targets import TargetError
 
     lab = lab_options.config(dashboard=False)
-    record = _inference(lambda: up(options, lab, address=target.address, stack=target.stack))
+    failures: tuple[type[Exception], ...] = (JobFailed, TargetError, *_inference_errors())
+    try:
+        record = up(options, lab, address=target.address, stack=target.stack)
+    except failures as error:
+        raise _fail(error) from None
     where = f"spot lab {record.lab_id}" if record.lab_id else record.ray_address
     print(f"inference service up on {where}; file store {record.store}")
 
@@ -557,8 +568,14 @@ def infer_up(c: Context, options: ServiceOptions, lab_options: SpotLabOptions,
 def infer_down(c: Context) -> None:
     """Stop the inference service (workers, coordinator) and the spot lab infer-up started."""
     from launch.inference import infer_down as down
+    from launch.ray_jobs import JobFailed
+    from launch.targets import TargetError
 
-    print("\n".join(_inference(down)))
+    failures: tuple[type[Exception], ...] = (JobFailed, TargetError, *_inference_errors())
+    try:
+        print("\n".join(down()))
+    except failures as error:
+        raise _fail(error) from None
 
 
 @task(help={"local": "Local file to upload", "name": "Name in the store"})

@@ -18,6 +18,10 @@ import pulumi_random as random
 
 REDIS_PORT = 6379
 PASSWORD_LENGTH = 48
+NODE_TYPE = "cache.t4g.small"
+NODE_COUNT = 2
+"""A primary and a replica (automatic failover needs one); each is billed per node-hour,
+priced by `vocab/prices.json`'s `elasticache` table in the plan and the maxHourlyUsd ceiling."""
 """ElastiCache AUTH tokens: 16 to 128 printable characters; letters and digits only here."""
 
 
@@ -27,7 +31,7 @@ class GcsRedisArgs:
     subnet_ids: list[pulumi.Output[str]]
     client_cidrs: list[str]
     """The only sources that may open a connection: the cluster's private subnets."""
-    node_type: str = "cache.t4g.small"
+    node_type: str = NODE_TYPE
     engine_version: str = "7.1"
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -78,7 +82,7 @@ class GcsRedis(pulumi.ComponentResource):
             engine_version=args.engine_version,
             node_type=args.node_type,
             port=REDIS_PORT,
-            num_cache_clusters=2,
+            num_cache_clusters=NODE_COUNT,
             automatic_failover_enabled=True,
             multi_az_enabled=True,
             transit_encryption_enabled=True,

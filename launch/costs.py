@@ -7,8 +7,8 @@ need if that is more (each RayCluster's head, the `replicas` of a cluster withou
 autoscaler, the `minReplicas` of one with it), packed by CPU onto the pool's smallest type
 (vCPUs from the account checks' table, `launch/account/instance_vcpus.json`).
 Maximum scale: every pool at its `maxSize` (what the autoscaler may grow to). Fixed items —
-control planes, NAT gateways, public IPv4 addresses, KMS keys, EC2 instances — are the same
-at both.
+control planes, NAT gateways, public IPv4 addresses, KMS keys, EC2 instances, ElastiCache
+nodes (the inference cluster's GCS Redis) — are the same at both.
 """
 
 from __future__ import annotations
@@ -85,6 +85,8 @@ def estimate_hourly_cost(resources: list[DeclaredResource], table: dict[str, Any
             lines.append(_node_group_line(resource, table["instances"], vcpus, always_on))
         elif resource.type == "aws:ec2/instance:Instance":
             lines.append(_instance_line(resource, table["instances"]))
+        elif resource.type == "aws:elasticache/replicationGroup:ReplicationGroup":
+            lines.append(_cache_line(resource, table["elasticache"]))
     return CostEstimate(lines, table["date"], table["region"])
 
 
@@ -174,3 +176,11 @@ def _instance_line(resource: DeclaredResource, prices: dict[str, Any]) -> CostLi
     unit = node_price(prices, [instance_type], spot=market == "spot")
     label = "spot" if market == "spot" else "on-demand"
     return CostLine(f"{label} {instance_type} ({resource.name})", 1, 1, unit)
+
+
+def _cache_line(resource: DeclaredResource, prices: dict[str, float]) -> CostLine:
+    """An ElastiCache replication group: each of its nodes billed on demand, always on."""
+    node_type = str(resource.inputs.get("nodeType", "?"))
+    nodes = int(resource.inputs.get("numCacheClusters") or 1)
+    return CostLine(f"ElastiCache {node_type} ({resource.name})", nodes, nodes,
+                    prices.get(node_type))

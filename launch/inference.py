@@ -2,9 +2,11 @@
 `members`, `job-*`, `infer-down`, `run-inference`).
 
 `infer-up` starts a spot lab (the local default) and leaves it running, or uses a Ray cluster
-at `--address`; it records where the service lives in a small state file, so each later
-command (its own process) connects as a Ray driver with that cluster's token, asks the
-coordinator, and prints the answer. Files go straight to the service's store.
+at `--address`; it records where the service lives in a small private state file. Each later
+command is its own process that imports no Ray: it sends one HTTP request to the
+coordinator's command endpoint with the service's token (`workloads/inference/endpoint.py`)
+and prints the answer; files go straight to the service's store. infer-up and infer-down
+connect as Ray drivers.
 """
 
 from __future__ import annotations
@@ -12,27 +14,39 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
 from netem.lab.state import state_dir as two_site_state_dir
-from spotlab import SpotLabConfig, start_lab, stop_lab
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage
+from workloads.inference.endpoint import (
+    COMMAND_TIMEOUT_S,
+    EndpointUnreachable,
+    ServiceError,
+    read_endpoint,
+    send_command,
+)
+from workloads.inference.files import files_storage
 from workloads.inference.options import (
     INFERENCE_SPEC,
     InferenceOptions,
     JobOptions,
     ServiceOptions,
 )
-from workloads.inference.service import ServiceError
+
+if TYPE_CHECKING:
+    from spotlab import SpotLabConfig
 
 STATE_DIR_ENV = "SPOTBURST_INFERENCE_STATE_DIR"
+LAB_COMMAND_HOST = "127.0.0.1"
+"""Where the coordinator of a local lab serves its commands: loopback only."""
 RECORD_NAME = "service.json"
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,9 +55,8 @@ class InferTargetOptions:
 
     address: str | None = option(None, "Ray address of a running cluster (HOST:PORT of its "
                                  "GCS, or ray://HOST:10001); its token from RAY_AUTH_TOKEN")
-    stack: str | None = option(None, "a deployed stack's inference RayCluster (not yet for "
-                               "the long-running service: run-inference --stack runs the "
-                               "experiment there)")
+    stack: str | None = option(None, "a deployed stack's inference RayCluster (commands "
+                               "then reach it through kubectl port-forward)")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -70,6 +83,13 @@ class ServiceRecord:
     store_endpoint: str | None
     lab_id: str | None
     started_at: float
+    command_token: str | None = None
+    """The bearer token of the coordinator's HTTP commands (so the record file is private)."""
+    command_url: str | None = None
+    """Where the coordinator answered last; the store's endpoint file says where it is now."""
+    stack: str | None = None
+    """The stack whose inference RayCluster runs the service: commands reach the
+    coordinator's pod (the one with the URL's IP) through a `kubectl port-forward`."""
 
     @classmethod
     def load(cls) -> ServiceRecord:
@@ -81,12 +101,17 @@ class ServiceRecord:
     def save(self) -> None:
         path = state_dir() / RECORD_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(self.__dict__, indent=2))
+        scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(self.__dict__, indent=2))
         scratch.replace(path)
 
     def storage(self) -> Storage:
         return open_storage(self.store, self.store_endpoint)
+
+    def files(self) -> Storage:
+        return files_storage(self.store, self.store_endpoint)
 
 
 def _reachable(address: str) -> None:
@@ -141,15 +166,15 @@ def _reload_auth() -> None:
 def infer_up(options: ServiceOptions, lab: SpotLabConfig,
              address: str | None = None, stack: str | None = None) -> ServiceRecord:
     """Start the service (and, without --address, a spot lab for it) and record it."""
+    from spotlab import start_lab, stop_lab
     from workloads.inference.service import start_coordinator
 
-    if stack:
-        raise ServiceError("--stack: not supported yet by infer-up (invoke run-inference "
-                           "--stack runs the experiment on the stack's inference RayCluster)")
     if (state_dir() / RECORD_NAME).exists():
         record = ServiceRecord.load()
         raise ServiceError(f"the inference service is already up (Ray at "
                            f"{record.ray_address}); infer-down first")
+    if stack:
+        return _infer_up_on_stack(options, stack)
     store = options.store or str(pulumi_cli.PROJECT_DIR / "results" / "inference" /
                                  f"store-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     lab_id = None
@@ -159,11 +184,16 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
         spot_lab = start_lab(lab)
         lab_id, ray_address, driver_env = (spot_lab.lab_id, spot_lab.ray_address,
                                            spot_lab.driver_env)
+    token = secrets.token_urlsafe(32)
     try:
         with connected(ray_address, driver_env):
-            start_coordinator(options.settings(store), on_demand=address is None)
+            start_coordinator({**options.settings(store), "command_token": token,
+                               "command_host": None if address else LAB_COMMAND_HOST},
+                              on_demand=address is None)
         record = ServiceRecord(ray_address, driver_env, store, options.store_endpoint,
-                               lab_id, time.time())
+                               lab_id, time.time(), token)
+        published = read_endpoint(record.storage()) or {}  # written before it answered
+        record = replace(record, command_url=published.get("url"))
         record.save()
     except BaseException:
         if lab_id is not None:
@@ -172,15 +202,56 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
     return record
 
 
+def _infer_up_on_stack(options: ServiceOptions, stack: str) -> ServiceRecord:
+    """The coordinator started by a short Ray Job on the stack's inference RayCluster (the
+    stack path of every --stack run: the head's port-forward and token); the store is on
+    the stack's bucket unless --store says otherwise."""
+    token = secrets.token_urlsafe(32)
+    summary = _service_job(stack, "up", {**options.settings(options.store or ""),
+                                         "command_token": token})
+    record = ServiceRecord(f"stack:{stack}", {}, summary["store"], options.store_endpoint,
+                           None, time.time(), token,
+                           (summary.get("endpoint") or {}).get("url"), stack)
+    record.save()
+    return record
+
+
+def _service_job(stack: str, action: str,
+                 settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`python -m workloads.inference.up --action ACTION` as a Ray Job on the stack; its
+    summary. The settings (with the token) travel as a private file with the job's code."""
+    from contextlib import ExitStack
+    from tempfile import TemporaryDirectory
+
+    from launch.port_forward import private_file
+    from launch.targets import run_workload
+    from launch.workload import workload_run
+    from workloads.inference.up import SERVICE_JOB_SPEC, ServiceJobOptions
+
+    with ExitStack() as files:
+        scratch = Path(files.enter_context(TemporaryDirectory(prefix="spotburst-inference-")))
+        settings_file = (None if settings is None else
+                         files.enter_context(private_file(json.dumps(settings), ".json")))
+        job = workload_run("inference", "workloads.inference.up", SERVICE_JOB_SPEC,
+                           ServiceJobOptions(action=action, settings=settings_file))
+        folder = run_workload(job, stack=stack, out=scratch / "job")
+        summary: dict[str, Any] = json.loads((folder / "summary.json").read_text())
+    return summary
+
+
 def infer_down() -> list[str]:
     """Stop the workers and the coordinator, and the lab if infer-up started one."""
+    from spotlab import stop_lab
     from workloads.inference.service import stop_coordinator
 
     record = ServiceRecord.load()
     done: list[str] = []
     try:
-        with connected(record.ray_address, record.driver_env):
-            stopped = stop_coordinator()
+        if record.stack:
+            stopped = _service_job(record.stack, "down")["workers_stopped"]
+        else:
+            with connected(record.ray_address, record.driver_env):
+                stopped = stop_coordinator()
         done.append(f"coordinator and {stopped} workers stopped")
     except (ServiceError, ConnectionError) as error:
         done.append(f"coordinator not stopped: {error}")
@@ -193,12 +264,78 @@ def infer_down() -> list[str]:
 
 
 def command(method: str, *args: Any) -> dict[str, Any]:
-    """One coordinator command, from a fresh driver connection."""
-    from workloads.inference.service import call
-
+    """One coordinator command over HTTP (no Ray driver): sent where the coordinator answered
+    last, else where the store says its current incarnation answers (a restarted coordinator
+    may be on another node or port); one line when none answers (restarting)."""
     record = ServiceRecord.load()
-    with connected(record.ray_address, record.driver_env):
-        return call(method, *args)
+    if not record.command_token:
+        raise ServiceError("the service's record has no command token (an older infer-up "
+                           "started it): infer-down, then infer-up")
+    unanswered: EndpointUnreachable | None = None
+    if record.command_url:
+        try:
+            return _send(record, record.command_url, method, list(args))
+        except EndpointUnreachable as error:
+            unanswered = error
+    published = read_endpoint(record.storage()) or {}
+    url = published.get("url")
+    if not url:
+        raise ServiceError("the coordinator has published no command endpoint in the store "
+                           f"{record.store} (not up: infer-down stopped it?)")
+    if url != record.command_url:
+        replace(record, command_url=url).save()
+        try:
+            return _send(record, url, method, list(args))
+        except EndpointUnreachable as error:
+            unanswered = error
+    raise ServiceError(f"the coordinator (incarnation {published.get('incarnation')}) does "
+                       f"not answer, restarting? try again in a few seconds: {unanswered}")
+
+
+def _send(record: ServiceRecord, url: str, method: str, args: list[Any]) -> dict[str, Any]:
+    assert record.command_token
+    if record.stack is None:
+        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+    with _through_stack(record.stack, url) as local_url:
+        return send_command(local_url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+
+
+@contextmanager
+def _through_stack(stack: str, url: str) -> Iterator[str]:
+    """The URL of the stack's coordinator pod (the pod with `url`'s IP), port-forwarded
+    here for one command; EndpointUnreachable when no pod has that IP any more."""
+    from urllib.parse import urlsplit
+
+    from launch.port_forward import port_forward, private_file
+    from stacks.outputs import read_ray_cluster_outputs
+
+    where = urlsplit(url)
+    cluster = read_ray_cluster_outputs(pulumi_cli.stack_outputs(stack, show_secrets=True),
+                                       stack, "inference")
+    with private_file(cluster.kubeconfig, ".kubeconfig") as config_file:
+        pod = _pod_with_ip(config_file, cluster.namespace, str(where.hostname))
+        with port_forward(config_file, cluster.namespace, pod, int(where.port or 80),
+                          kind="pod") as local_port:
+            yield f"http://127.0.0.1:{local_port}"
+
+
+def _pod_with_ip(config_file: Path, namespace: str, ip: str) -> str:
+    import subprocess
+
+    command = ["kubectl", "--kubeconfig", str(config_file), "get", "pods", "-n", namespace,
+               "--field-selector", f"status.podIP={ip},status.phase=Running",
+               "-o", "jsonpath={.items[*].metadata.name}"]
+    try:
+        found = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise ServiceError("kubectl is not installed (needed for a service on a stack)") from None
+    names = found.stdout.split()
+    if found.returncode != 0:
+        raise ServiceError(f"kubectl get pods -n {namespace}: "
+                           f"{' '.join(found.stderr.split()) or 'failed'}")
+    if len(names) != 1:
+        raise EndpointUnreachable(f"no running pod with IP {ip} in namespace {namespace}")
+    return names[0]
 
 
 def job_add(name: str, job: JobOptions) -> dict[str, Any]:
@@ -206,23 +343,23 @@ def job_add(name: str, job: JobOptions) -> dict[str, Any]:
 
 
 def files_put(local: Path, name: str) -> str:
-    from workloads.inference.service import files_put as put
+    from workloads.inference.files import files_put as put
 
-    size = put(ServiceRecord.load().storage(), local, name)
+    size = put(ServiceRecord.load().files(), local, name)
     return f"put {local} as {name} ({size} bytes)"
 
 
 def files_get(name: str, local: Path) -> str:
-    from workloads.inference.service import files_get as get
+    from workloads.inference.files import files_get as get
 
-    size = get(ServiceRecord.load().storage(), name, local)
+    size = get(ServiceRecord.load().files(), name, local)
     return f"got {name} into {local} ({size} bytes)"
 
 
 def files_ls() -> list[str]:
-    from workloads.inference.service import files_ls as ls
+    from workloads.inference.files import files_ls as ls
 
-    return ls(ServiceRecord.load().storage())
+    return ls(ServiceRecord.load().files())
 
 
 # --- printing -------------------------------------------------------------------------------

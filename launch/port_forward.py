@@ -61,10 +61,11 @@ def read_secret(config_file: Path, namespace: str, secret: str, key: str) -> str
 
 @contextmanager
 def port_forward(
-    config_file: Path, namespace: str, service: str, remote_port: int
+    config_file: Path, namespace: str, service: str, remote_port: int, kind: str = "svc"
 ) -> Iterator[int]:
-    """Forward a free local port to `svc/<service>:<remote_port>`; yields the local port
-    once kubectl reports the forward, and stops kubectl afterwards."""
+    """Forward a free local port to `<kind>/<service>:<remote_port>` (a Service, or with
+    kind "pod" one pod); yields the local port once kubectl reports the forward, and stops
+    kubectl afterwards."""
     local_port = free_local_port()
     command = [
         "kubectl",
@@ -73,7 +74,7 @@ def port_forward(
         "port-forward",
         "-n",
         namespace,
-        f"svc/{service}",
+        f"{kind}/{service}",
         f"{local_port}:{remote_port}",
         "--address",
         "127.0.0.1",

@@ -3,7 +3,8 @@ so the program can refuse it before declaring anything.
 
 Counts what the components declare (kept equal to `launch/costs.py`'s count over the offline
 plan by tests/infra/test_deploy_guards.py): the spot cluster's control plane, NAT gateway
-with its Elastic IP, secrets KMS key and every used pool at maxSize; the burst sites' NAT
+with its Elastic IP, secrets KMS key, every used pool at maxSize and the GCS Redis nodes of
+the fault-tolerant RayClusters; the burst sites' NAT
 gateway and Elastic IP (on-prem private subnet), Ray token KMS key and on-demand instances,
 the login and cloud nodes with a public IPv4 address each. Prices: `vocab/prices.py`.
 """
@@ -44,6 +45,7 @@ def max_scale_hourly_usd(config: SpotburstConfig, table: Mapping[str, Any]) -> f
         for pool in config.spot_cluster.used_pools(config.ray_clusters):
             spot = pool.kind.capacity == CAPACITY_SPOT
             total += nodes(pool.max_size, pool.instance_types, spot)
+        total += _gcs_redis_hourly(config, table)
     burst = config.burst
     if burst is not None and "burst" in config.experiments:
         total += nat_with_address + kms_key_hourly(table)
@@ -51,6 +53,19 @@ def max_scale_hourly_usd(config: SpotburstConfig, table: Mapping[str, Any]) -> f
         total += nodes(instances, (burst.instance_type,), spot=False)
         total += (burst.login_nodes + burst.cloud_nodes) * fixed["public_ipv4_address"]
     return total
+
+
+def _gcs_redis_hourly(config: SpotburstConfig, table: Mapping[str, Any]) -> float:
+    from components.gcs_redis import NODE_COUNT, NODE_TYPE
+    from stacks.spot_cluster import GCS_FAULT_TOLERANT
+
+    redises = sum(1 for experiment in config.ray_clusters if experiment in GCS_FAULT_TOLERANT)
+    if not redises:
+        return 0.0
+    if NODE_TYPE not in table["elasticache"]:
+        raise ConfigError(f"{MAX_HOURLY_KEY}: cannot price ElastiCache {NODE_TYPE}; add it to "
+                          "vocab/prices.json or remove maxHourlyUsd")
+    return float(redises * NODE_COUNT * table["elasticache"][NODE_TYPE])
 
 
 def refuse_over_budget(config: SpotburstConfig) -> None:

@@ -8,6 +8,8 @@ GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 """The dashboard and the Ray Jobs API."""
 CLIENT_SERVER_PORT = 10001
+INFERENCE_COMMAND_PORT = 8275
+"""The inference coordinator's command endpoint (HTTP, token-authenticated), on its node."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ maximum scale from the dated price table."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -45,8 +46,9 @@ def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
     # Always on: 4 heads (2+1+1+1 CPU) fit one 8-vCPU head node; DOLL's 4 and inference's 3
     # fixed replicas of 3 CPU take one 4-vCPU spot node each; elastic and rl (Ray
     # autoscaler, minReplicas 0) and the GPU pools add nothing until used.
-    minimum = fixed + burst + 1 * head + 7 * spot_cpu
-    maximum = fixed + burst + 2 * head + 24 * spot_cpu + 1 * 0.526 + 4 * 0.29
+    redis = 2 * 0.032  # inference's GCS Redis: a primary and a replica, cache.t4g.small
+    minimum = fixed + burst + 1 * head + 7 * spot_cpu + redis
+    maximum = fixed + burst + 2 * head + 24 * spot_cpu + 1 * 0.526 + 4 * 0.29 + redis
     assert cost.hourly_min == pytest.approx(minimum)
     assert cost.hourly_max == pytest.approx(maximum)
     text = render_plan(run, cost)
@@ -93,3 +95,29 @@ def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones() -> None:
     )
     assert same.hourly_min == pytest.approx(base.hourly_min)
     assert fewer.hourly_max == pytest.approx(base.hourly_max) == same.hourly_max
+
+
+def test_the_gcs_redis_is_priced_per_node_in_the_plan_and_the_ceiling() -> None:
+    from stacks.cost_ceiling import max_scale_hourly_usd
+
+    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
+    table = load_price_table()
+    with_redis = run_offline(raw)
+    cost = estimate_hourly_cost(with_redis.resources, table)
+    [line] = [line for line in cost.lines if line.item.startswith("ElastiCache")]
+    assert line.item == "ElastiCache cache.t4g.small (inference-gcs-redis)"
+    assert (line.count_min, line.count_max, line.unit_price) == (2, 2, 0.032)
+    shown = (r"\n  ElastiCache cache\.t4g\.small \(inference-gcs-redis\) +0\.0320 +2 +0\.064"
+             r" +2 +0\.064\n")
+    assert re.search(shown, render_plan(with_redis, cost))
+    # without the inference cluster there is no Redis, in the plan or in maxHourlyUsd
+    experiments = '["doll", "elastic", "rl", "burst"]'
+    without = run_offline({**raw, "spotburst:experiments": experiments})
+    assert not any(r.type.startswith("aws:elasticache") for r in without.resources)
+    ceiling = max_scale_hourly_usd(with_redis.config, table)
+    ceiling_without = max_scale_hourly_usd(without.config, table)
+    assert ceiling == pytest.approx(cost.hourly_max)
+    inference_pool_nodes = ceiling - ceiling_without - 2 * 0.032
+    assert inference_pool_nodes >= 0  # the Redis is counted on top of what the pools cost
+    unpriced = {**table, "elasticache": {}}
+    assert estimate_hourly_cost(with_redis.resources, unpriced).unpriced == [line.item]

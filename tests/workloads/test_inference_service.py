@@ -17,13 +17,20 @@ import numpy as np
 import pytest
 import ray
 
-from launch.inference import STATE_DIR_ENV, ServiceRecord, connected
+from launch.inference import (
+    LAB_COMMAND_HOST,
+    STATE_DIR_ENV,
+    ServiceRecord,
+    command,
+    connected,
+)
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV as LAB_STATE_DIR_ENV
 from tests.helpers.waiting import wait_until
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE
+from workloads.inference.endpoint import read_endpoint, send_command
 from workloads.inference.models import (
     Bundle,
     Mlp,
@@ -40,6 +47,7 @@ LAB = SpotLabConfig(spot=2, on_demand=1, cpus_per_node=2, alpha=1.0, warning_s=4
                     replace_delay_s=1.0, object_store_mb=80, dashboard=False)
 """Two spot nodes of two workers each, an on-demand node for the coordinator; no chain
 preemptions (α = 1)."""
+COMMAND_TOKEN = "test-command-token"
 
 
 
@@ -77,7 +85,8 @@ def running_service(lab: SpotLab, tmp_path: Path) -> Iterator[Callable[..., Stor
     def start(bundle: Bundle, repeat: int, **settings: Any) -> Storage:
         store = fill_store(tmp_path / "store", bundle, repeat)
         service.start_coordinator({"store": str(tmp_path / "store"), "workers": 4,
-                                   **settings})
+                                   "command_token": COMMAND_TOKEN,
+                                   "command_host": LAB_COMMAND_HOST, **settings})
         started.append(True)
         return store
 
@@ -122,13 +131,24 @@ def test_fair_share_keeps_rates_of_a_cheap_and_a_costly_job_together(
     assert call("job_status", "small")["jobs"]["small"]["state"] == "running"
 
 
+def save_record(lab: SpotLab, store: Storage, state: Path) -> None:
+    """The record infer-up writes, for the service a test started: the CLI's way in."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(state))
+        ServiceRecord(lab.ray_address, lab.driver_env, store.uri, None, None, time.time(),
+                      COMMAND_TOKEN, (read_endpoint(store) or {}).get("url")).save()
+
+
 def busy_workers() -> list[dict[str, Any]]:
     return [w for w in call("members")["workers"] if w["state"] == "busy" and w["pid"]]
 
 
 def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_twice(
-        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+        running_service: Callable[..., Storage], bundle: Bundle, lab: SpotLab,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = running_service(bundle, repeat=3, rebalance_s=1.0, window_s=8.0)
+    save_record(lab, store, tmp_path / "state")
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
     add_and_start(batch_size=10)
     wait_until(lambda: (status := _status_or_none()) and all(
         job["progress"] > 0.2 for job in status["jobs"].values()), 120.0, "both jobs 20 % done")
@@ -144,6 +164,8 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         "coordinator_incarnation"] >= 2 and status, 60.0, "job-status after the restart")
     assert status["coordinator_incarnation"] == 2
     assert status["jobs"]["small"]["processed"] > 0
+    # and so does the CLI's way in: HTTP to wherever the new incarnation published itself
+    assert command("job_status")["coordinator_incarnation"] == 2
     final = wait_until(lambda: (status := _status_or_none()) and all(
         job["state"] == "done" for job in status["jobs"].values()) and status["jobs"],
         120.0, "both jobs done")
@@ -207,13 +229,13 @@ def test_commands_refuse_bad_input_naming_what_was_wrong(
 def test_cli_commands_answer_in_one_line(lab: SpotLab, tmp_path: Path,
                                          running_service: Callable[..., Storage],
                                          bundle: Bundle) -> None:
-    running_service(bundle, repeat=1)
+    store = running_service(bundle, repeat=1)
     state = tmp_path / "inference-state"
     env = {**os.environ, STATE_DIR_ENV: str(state)}
-    with pytest.MonkeyPatch.context() as patch:
+    save_record(lab, store, state)
+    with pytest.MonkeyPatch.context() as patch:  # the lab's endpoint is on loopback only
         patch.setenv(STATE_DIR_ENV, str(state))
-        ServiceRecord(lab.ray_address, lab.driver_env, str(tmp_path / "store"), None, None,
-                      time.time()).save()
+        assert str(ServiceRecord.load().command_url).startswith(f"http://{LAB_COMMAND_HOST}:")
 
     def invoke(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
@@ -221,6 +243,8 @@ def test_cli_commands_answer_in_one_line(lab: SpotLab, tmp_path: Path,
 
     listing = invoke("files-ls")
     assert listing.returncode == 0 and "small_model" in listing.stdout.split()
+    members = invoke("members")  # the coordinator asks Ray for the nodes: from its HTTP thread
+    assert members.returncode == 0 and members.stdout.count(" alive cpus=") == 4, members
     for args, expected in ((("job-start", "ghost"), "error: unknown job 'ghost'"),
                            (("files-get", "ghost", str(tmp_path / "g")),
                             "error: NAME 'ghost': no such file"),
@@ -236,3 +260,55 @@ def test_cli_commands_answer_in_one_line(lab: SpotLab, tmp_path: Path,
     assert "15 sub-jobs" in added.stdout
     status = invoke("job-status", "--name", "j")
     assert "j: idle, 0/450 queries" in status.stdout
+    # the command path starts no Ray driver: the CLI process never imports ray
+    probe = subprocess.run([sys.executable, "-c", NO_RAY_PROBE, "job-status", "--name", "j"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert "j: idle, 0/450 queries" in probe.stdout, probe.stderr
+    assert probe.stdout.splitlines()[-1] == "ray imported: False"
+
+
+NO_RAY_PROBE = """
+import sys
+from invoke.main import program
+try:
+    program.run(["invoke", *sys.argv[1:]])
+finally:
+    print(f"ray imported: {'ray' in sys.modules}", flush=True)
+"""
+
+
+@pytest.mark.subprocess
+def test_the_service_job_brings_the_service_up_and_down(lab: SpotLab, tmp_path: Path) -> None:
+    """What infer-up --stack runs as a Ray Job on the stack's cluster, run here as a driver
+    of the lab: the coordinator outlives it and answers over HTTP with the given token."""
+    import json
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"store": "", "workers": 1,
+                                    "command_token": COMMAND_TOKEN}))
+    env = {**os.environ, **lab.driver_env}
+
+    def job(*args: str) -> dict[str, Any]:
+        out = tmp_path / args[-1]
+        done = subprocess.run([sys.executable, "-m", "workloads.inference.up", *args[:-1],
+                               "--out", str(out)], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-800:]
+        return dict(json.loads((out / "summary.json").read_text()))
+
+    up = job("--settings", str(settings), "up")
+    try:
+        assert up["store"] == str(tmp_path / "up" / "store")  # beside the job's results
+        url = up["endpoint"]["url"]  # no command_host given: the node's IP, as on a stack
+        node_ips = {node["NodeManagerAddress"] for node in ray.nodes()}
+        assert url.removeprefix("http://").rpartition(":")[0] in node_ips
+        members = wait_until(lambda: (answer := send_command(
+            url, COMMAND_TOKEN, "members", [], 5.0)) and answer["workers"] and answer, 60.0,
+            "the coordinator's worker")
+        assert [w["name"] for w in members["workers"]] == ["inference-worker-0"]
+        for written in (tmp_path / "up").glob("*.json"):  # summary, provenance
+            assert COMMAND_TOKEN not in written.read_text(), written
+    finally:
+        down = job("--action", "down", "down")
+    assert down["workers_stopped"] == 1
+    assert read_endpoint(open_storage(up["store"]))["url"] is None

@@ -10,12 +10,16 @@ once, in order, so a sub-job re-run after a worker or the coordinator died is st
 once. In-flight sub-jobs of a dead incarnation are simply queued again.
 
 Commands answer from memory under one lock; the scheduling loop runs in a thread beside them.
-Each command returns {"ok": True, ...} or {"ok": False, "error": "<one line>"}.
+Each command returns {"ok": True, ...} or {"ok": False, "error": "<one line>"}. They arrive as
+Ray calls (the experiment's driver) and, when the service has a command token, over HTTP from
+the CLI (`endpoint.py`: a thread per request in this process, taking the same lock); each
+incarnation publishes where it answers to `service/endpoint.json` in the store.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import threading
 import time
@@ -30,10 +34,12 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
 from workloads.common.storage import Storage, open_storage
+from workloads.inference.endpoint import CommandEndpoint, listen_host, publish_endpoint
+from workloads.inference.files import files_storage, store_file
 from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_shape
 from workloads.inference.scheduler import Scheduler
 from workloads.inference.stats import latency_stats, window_cost, window_rate
-from workloads.inference.worker import InferenceWorker, store_file
+from workloads.inference.worker import InferenceWorker
 
 NAMESPACE = "spotburst-inference"
 COORDINATOR_NAME = "coordinator"
@@ -57,6 +63,11 @@ class ServiceSettings:
     subjob_timeout_s: float = 60.0
     worker_cpus: float = 1.0
     worker_resource: str | None = SPOT_RESOURCE
+    command_token: str | None = None
+    """The CLI's bearer token for the HTTP commands; None: no HTTP endpoint (Ray calls only)."""
+    command_host: str | None = None
+    """The address the endpoint binds (the local lab: loopback); None: the node's IP (every
+    address of the pod in Kubernetes). Ray reports a lab node at the host's outward IP."""
 
 
 @dataclass
@@ -117,6 +128,16 @@ class InFlight:
     queries: int
 
 
+def _node_ip() -> str:
+    """The IP of this actor's node, as Ray knows it (`ray.util.get_node_ip_address()` in a
+    worker answers the host's outward address, whatever node it is on)."""
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node["NodeID"] == node_id:
+            return str(node["NodeManagerAddress"])
+    raise RuntimeError(f"this actor's node {node_id} is not among Ray's nodes")
+
+
 def _fail(error: str) -> dict[str, Any]:
     return {"ok": False, "error": error}
 
@@ -131,6 +152,7 @@ class Coordinator:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = ServiceSettings(**settings)
         self.store: Storage = open_storage(self.settings.store, self.settings.s3_endpoint)
+        self.files = files_storage(self.settings.store, self.settings.s3_endpoint)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}
         self.workers: dict[str, WorkerSlot] = {}
@@ -146,6 +168,14 @@ class Coordinator:
         self.stopping = False
         self.loop = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self.loop.start()
+        self.endpoint: CommandEndpoint | None = None
+        if self.settings.command_token:
+            host = self.settings.command_host
+            node_ip = host or _node_ip()
+            self.endpoint = CommandEndpoint(self._commands(), self.settings.command_token,
+                                            host or listen_host(node_ip, os.environ),
+                                            advertised=node_ip)
+            publish_endpoint(self.store, self.endpoint.url, self.incarnation)
 
     # --- persistence ------------------------------------------------------------------------
 
@@ -400,7 +430,7 @@ class Coordinator:
             return _fail(f"job name {name!r}: give a non-empty name without '/'")
         if batch_size < 1:
             return _fail(f"--batch-size: expected an integer ≥ 1, got {batch_size}")
-        present = set(self._names("files/"))
+        present = set(self.files.names())
         for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
             if file not in present:
                 return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
@@ -527,8 +557,14 @@ class Coordinator:
         return {"ok": True, "coordinator_incarnation": self.incarnation,
                 "nodes": nodes, "workers": workers}
 
+    def _commands(self) -> dict[str, Any]:
+        """What the HTTP endpoint serves: the user's commands, nothing else."""
+        return {"job_add": self.job_add, "job_start": self.job_start,
+                "job_stop": self.job_stop, "job_remove": self.job_remove,
+                "job_status": self.job_status, "members": self.members}
+
     def settings_dict(self) -> dict[str, Any]:
-        return asdict(self.settings)
+        return {**asdict(self.settings), "command_token": None}  # the token stays private
 
     def shutdown(self) -> dict[str, Any]:
         """Stop the loop and kill every worker; the caller then kills this actor."""
@@ -542,4 +578,7 @@ class Coordinator:
                         pass
                     slot.state = "dead"
             self._save_workers()
+            if self.endpoint is not None:
+                self.endpoint.close()
+                publish_endpoint(self.store, None, self.incarnation)
             return {"ok": True, "workers_stopped": len(self.workers)}

@@ -14,17 +14,16 @@ from typing import Any
 import numpy as np
 import ray
 
-from vocab.spot import ON_DEMAND_RESOURCE, SPOT_RESOURCE
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import NAMESPACE
+from workloads.inference.files import store_file
 from workloads.inference.models import Mlp, array_from_bytes, make_bundle
 from workloads.inference.options import InferenceOptions
 from workloads.inference.service import ServiceError, call
 from workloads.inference.stats import spread
-from workloads.inference.worker import store_file
 
 JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
 SAMPLE_EVERY_S = 1.0
@@ -41,10 +40,7 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
     bundle = make_bundle(sizes, options.repeat, options.seed)
     for name, data in bundle.files.items():
         store.write_bytes(store_file(name), data)
-    resources = ray.cluster_resources()
-    settings = {**options.settings(store_uri),
-                "worker_resource": SPOT_RESOURCE if SPOT_RESOURCE in resources else None}
-    service.start_coordinator(settings, on_demand=ON_DEMAND_RESOURCE in resources)
+    service.start_on_this_cluster(options.settings(store_uri))
     show(f"service up: {options.workers} workers, policy {options.policy}, store {store_uri}")
     try:
         for size in sizes:

@@ -1,32 +1,23 @@
 """The service seen from a driver connected to its Ray cluster: bring the coordinator up or
-down, call its commands, and the file store's put/get/ls (straight to the store: files do not
-pass through the coordinator)."""
+down and call its commands through Ray (the experiment's driver and the tests do; the CLI
+sends its commands over HTTP instead: `workloads/inference/endpoint.py`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from vocab.spot import ON_DEMAND_RESOURCE
+from vocab.spot import ON_DEMAND_RESOURCE, SPOT_RESOURCE
 from workloads.common.actors import start_actor
-from workloads.common.storage import Storage
 from workloads.inference.coordinator import (
     COORDINATOR_NAME,
     COORDINATOR_OPTIONS,
     NAMESPACE,
     Coordinator,
 )
-from workloads.inference.worker import store_file
-
-COMMAND_TIMEOUT_S = 1.5
-"""A command's answer is awaited this long (the service promises an answer within 2 s)."""
-
-
-class ServiceError(RuntimeError):
-    """The service is not up, did not answer, or refused a command (one line: why)."""
+from workloads.inference.endpoint import COMMAND_TIMEOUT_S, ServiceError
 
 
 def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
@@ -45,6 +36,15 @@ def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
     handle = start_actor(Coordinator, settings, options=options)
     ray.get(handle.job_status.remote(), timeout=120)  # up and its state loaded
     return handle
+
+
+def start_on_this_cluster(settings: dict[str, Any]) -> Any:
+    """The coordinator on the cluster this driver is connected to, placed by what it has:
+    workers on spot nodes and the coordinator on an on-demand one when it has them."""
+    resources = ray.cluster_resources()
+    settings = {**settings,
+                "worker_resource": SPOT_RESOURCE if SPOT_RESOURCE in resources else None}
+    return start_coordinator(settings, on_demand=ON_DEMAND_RESOURCE in resources)
 
 
 def coordinator() -> Any:
@@ -80,29 +80,3 @@ def stop_coordinator() -> int:
     finally:
         ray.kill(handle, no_restart=True)
     return stopped
-
-
-# --- the file store ----------------------------------------------------------------------
-
-
-def files_put(store: Storage, local: Path, name: str) -> int:
-    if not name or name.startswith("/") or ".." in name.split("/"):
-        raise ServiceError(f"NAME {name!r}: give a relative name without '..'")
-    if not local.is_file():
-        raise ServiceError(f"LOCAL {str(local)!r}: no such file")
-    data = local.read_bytes()
-    store.write_bytes(store_file(name), data)
-    return len(data)
-
-
-def files_get(store: Storage, name: str, local: Path) -> int:
-    if name not in files_ls(store):
-        raise ServiceError(f"NAME {name!r}: no such file in the store (files-ls lists them)")
-    data = store.read_bytes(store_file(name))
-    local.parent.mkdir(parents=True, exist_ok=True)
-    local.write_bytes(data)
-    return len(data)
-
-
-def files_ls(store: Storage) -> list[str]:
-    return [name.removeprefix("files/") for name in store.names() if name.startswith("files/")]

@@ -17,16 +17,12 @@ import numpy as np
 import ray
 
 from workloads.common.storage import Storage, open_storage
+from workloads.inference.files import store_file
 from workloads.inference.models import Mlp, array_from_bytes
 
 
 def part_name(run_id: str, sub_job: int) -> str:
     return f"jobs/{run_id}/parts/{sub_job:06d}.json"
-
-
-def store_file(name: str) -> str:
-    """Where a user's file NAME lives in the store."""
-    return f"files/{name}"
 
 
 @ray.remote(max_restarts=0)
