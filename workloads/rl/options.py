@@ -23,7 +23,7 @@ class RlOptions(ResultsOptions):
     )
     env_runners: int = option(2, "env runners (Ray actors sampling the environment)", minimum=1,
                               maximum=64)
-    steps: int = option(12000, "env steps to sample in all (the run ends past this)", minimum=1)
+    steps: int = option(8000, "env steps to sample in all (the run ends past this)", minimum=1)
     seed: int = option(0, "seed of the environments and the networks (RLlib's seed)", minimum=0)
     runner_on: str = option("spot", "where env runners are placed (a node pool's placement "
                             "resource)", choices=RUNNER_PLACES)
@@ -36,18 +36,18 @@ class RlOptions(ResultsOptions):
     rollout_fragment: int = option(
         50, "env steps a runner samples per request", minimum=1
     )
-    learning_starts: int = option(500, "env steps sampled before the first update", minimum=0)
-    batch_size: int = option(128, "SAC train batch (transitions per update)", minimum=1)
+    learning_starts: int = option(100, "env steps sampled before the first update", minimum=0)
+    batch_size: int = option(256, "SAC train batch (transitions per update)", minimum=1)
     updates_per_step: float = option(
         1.0, "learner updates (of --batch-size transitions each) per env step sampled "
         "(RLlib's training_intensity is set from it)", above=0.0,
     )
-    n_step: int = option(3, "n-step returns of the Q targets", minimum=1, maximum=10)
-    hidden: int = option(64, "units of each of the two hidden layers (policy and Q; the seed "
-                         "had 256)", minimum=1)
+    n_step: int = option(1, "n-step returns of the Q targets", minimum=1, maximum=10)
+    hidden: int = option(256, "units of each of the two hidden layers (policy and Q, as the "
+                         "seed)", minimum=1)
     learning_rate: float = option(1e-3, "actor, critic and α learning rate", above=0.0)
     gamma: float = option(0.99, "discount γ", above=0.0, maximum=1.0)
-    tau: float = option(0.01, "target-network update rate τ", above=0.0, maximum=1.0)
+    tau: float = option(0.005, "target-network update rate τ", above=0.0, maximum=1.0)
     eval_every: int = option(
         24, "episodes of each env runner between its evaluations (each runner at a random "
         "phase of its own)", minimum=1,
