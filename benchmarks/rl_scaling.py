@@ -217,7 +217,7 @@ def _number(row: dict[str, Any], key: str, form: str) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     header = (f"{'run':<22} {'steps':>6} {'wall s':>7} {'steps/s':>7} {'best':>8} {'last':>8} "
-              f"{'≥-300 at':>8} {'preempt':>7} {'restarts':>8}")
+              f"{'≥-300 at':>8} {'preempt':>7} {'replaced':>8}")
     lines = [header, "-" * len(header)]
     for row in rows:
         lines.append(
@@ -225,7 +225,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{row['env_steps_per_s']:>7.1f} {_number(row, 'best_eval_return', '.1f'):>8} "
             f"{_number(row, 'last_eval_return', '.1f'):>8} "
             f"{_number(row, 'target_reached_at', 'd'):>8} "
-            f"{row['preemptions']:>7} {row['env_runner_restarts']:>8}")
+            f"{row['preemptions']:>7} {row.get('env_runners_replaced', '-'):>8}")
     return "\n".join(lines)
 
 

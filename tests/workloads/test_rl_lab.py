@@ -67,7 +67,7 @@ def test_training_goes_on_through_a_spot_preemption(run: dict[str, Any]) -> None
     summary = read_json(storage, "summary.json")
     assert summary["env_steps"] >= STEPS
     assert summary["preemptions"] >= 1
-    assert summary["env_runner_restarts"] >= 1
+    assert summary["env_runners_replaced"] >= 1
     assert summary["learner_resumes"] == 1
     rows = read_records(storage, "iterations")
     assert rows[-1]["env_steps"] == summary["env_steps"]

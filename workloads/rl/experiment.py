@@ -10,6 +10,7 @@ checkpoint, read back from the storage without unpickling anything.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -37,6 +38,22 @@ from workloads.rl.options import RlOptions
 
 REWARDS_FILE = "rewards.jsonl"
 START_ATTEMPTS = 3
+
+
+def runners_replaced(placements: list[list[str]], lost_nodes: set[str]) -> int:
+    """How many env runners came back on another node after their node was lost, from the
+    runners' nodes at each change (a list per change, one node per healthy runner). Ray
+    restarts such a runner itself, often between two of RLlib's health probes, so RLlib's
+    own restart count can miss it; the move to another node does not."""
+    replaced = 0
+    for before, after in itertools.pairwise(placements):
+        left = list(after)
+        for node in before:
+            if node in left:
+                left.remove(node)
+            elif node in lost_nodes:
+                replaced += 1
+    return replaced
 
 
 def append_line(storage: Storage, name: str, row: dict[str, Any]) -> None:
@@ -127,6 +144,7 @@ class RlRun:
         self.preemptions: list[dict[str, Any]] = []
         self.started = time.time()
         self.runner_nodes: list[str] = []
+        self.runner_placements: list[list[str]] = []
         # a Trainer's own counters start at 0: these are where the current one started
         self.base = {"iteration": 0, "env_steps": 0, "episodes": 0, "runner_restarts": 0}
 
@@ -217,6 +235,7 @@ class RlRun:
         })
         if row["runner_nodes"] != self.runner_nodes:
             self.runner_nodes = row["runner_nodes"]
+            self.runner_placements.append(self.runner_nodes)
             self.say(f"env runners on nodes: {', '.join(self.runner_nodes) or 'none'}")
         evaluated = row["eval_return"] is not None and row["eval_episodes"] > 0
         self.say(
@@ -296,6 +315,8 @@ class RlRun:
             "env_runners": options.env_runners,
             "preemptions": len(self.preemptions),
             "env_runner_restarts": progress.runner_restarts,
+            "env_runners_replaced": runners_replaced(self.runner_placements,
+                                                     set(self.nodes.lost)),
             "learner_resumes": progress.learner_resumes,
             "samples_lost": progress.samples_lost,
             "checkpoints": sorted(set(progress.checkpoints)),
