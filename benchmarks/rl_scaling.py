@@ -61,6 +61,7 @@ class Faults:
         self.first_runners: list[str] = []
         self.learner = ""
         self.interrupted: list[str] = []
+        self.interrupted_ray_nodes: set[str] = set()
         self.lost_learners: list[str] = []
         self.seen: set[int] = set()
         self.learner_loss_due = False
@@ -81,6 +82,7 @@ class Faults:
             name = lab_node(self.lab, self.runners[0])
             if name:
                 self.interrupted.append(name)
+                self.interrupted_ray_nodes.add(self.runners[0])
                 self.lab.interrupt(name)
         self.learner_loss_due = self.learner_loss_due or self.lose_learner_at(iteration)
         if self.learner and self.learner_loss_due and self._recovered(line):
@@ -92,13 +94,14 @@ class Faults:
 
 
     def _recovered(self, line: str) -> bool:
-        """The iteration line shows every env runner healthy and a restart for each
-        preemption so far."""
+        """The iteration line shows every env runner healthy, and none is on a node that was
+        preempted (each came back elsewhere: Ray may restart a runner between two of RLlib's
+        health probes, so the line's restart count is no evidence)."""
         health = RUNNER_HEALTH.search(line)
         if health is None:
             return True
-        healthy, total, restarts = (int(group) for group in health.groups())
-        return healthy == total and restarts >= len(self.interrupted)
+        healthy, total, _ = (int(group) for group in health.groups())
+        return healthy == total and not self.interrupted_ray_nodes & set(self.runners)
 
 
 def drive(lab: SpotLab, args: list[str], out: Path, interrupt_at: Callable[[int], bool],
