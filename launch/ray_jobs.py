@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,24 @@ from workloads.common.transport import MARKER
 
 class JobFailed(RuntimeError):
     """The job ended in a state other than SUCCEEDED."""
+
+
+END_TIMEOUT_S = 300.0
+"""How long a job whose log stream has closed may take to reach a final state (its driver
+still shutting down Ray, the cluster busy)."""
+
+
+def wait_for_end(status: Callable[[], JobStatus], timeout_s: float = END_TIMEOUT_S,
+                 poll_s: float = 0.5) -> JobStatus:
+    """The job's final state. The log stream can close while the job is still RUNNING (a
+    run's last lines written, its driver not yet exited): asking once then called a finished
+    run a failure and dropped its results."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        current = status()
+        if current.is_terminal() or time.monotonic() >= deadline:
+            return current
+        time.sleep(poll_s)
 
 
 def use_token_auth_if_available() -> None:
@@ -70,7 +89,7 @@ def run_job(
     job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     show(f"submitted Ray job {job_id} to {address}")
     asyncio.run(_follow(client, job_id, show))
-    status = client.get_job_status(job_id)
+    status = wait_for_end(lambda: client.get_job_status(job_id))
     log = client.get_job_logs(job_id)
     if status != JobStatus.SUCCEEDED:
         tail = "\n".join(line for line in log.splitlines()[-20:] if not line.startswith(MARKER))
