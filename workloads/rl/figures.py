@@ -52,7 +52,7 @@ def draw(folder: Path) -> list[Path]:
         axes.set_ylabel("episode return")
         axes.set_title(f"SAC on {summary['env']}: {summary['env_runners']} env runners, "
                        f"{summary['preemptions']} preemptions, "
-                       f"{summary['env_runner_restarts']} runner restarts", fontsize=9)
+                       f"{summary.get('env_runners_replaced', 0)} runners replaced", fontsize=9)
         axes.legend(fontsize=8, loc="lower right")
         drawn.append(save_figure(figure, folder / name))
     return drawn
