@@ -49,9 +49,9 @@ def servers(local_ray: None) -> Iterator[Servers]:
     started.fleet.shutdown()
 
 
-def test_three_policies_write_summary_records_and_figures(local_ray: None, tmp_path: Path) -> None:
+def test_three_policies_write_summary_records_and_figures(servers: Servers, tmp_path: Path) -> None:
     lines: list[str] = []
-    storage = run_experiment(replace(SMALL, out=str(tmp_path / "run")), lines.append)
+    storage = run_experiment(replace(SMALL, out=str(tmp_path / "run")), lines.append, servers)
     summary = json.loads(storage.read_bytes("summary.json"))
     assert summary["trace"] == {
         "file": SMALL.trace.name,
@@ -67,7 +67,9 @@ def test_three_policies_write_summary_records_and_figures(local_ray: None, tmp_p
         assert any(line.startswith(f"[{name}] done") for line in lines)
     on_demand, static = policies["on-demand"], policies["static"]
     assert on_demand["cost"] == pytest.approx(4 * 0.286 * on_demand["finish_s"] / 3600, rel=1e-9)
-    assert on_demand["finish_s"] == pytest.approx(on_demand["theta0_s"], rel=0.15)
+    # the stream is paced at λ: no run finishes before its data has arrived (how much later
+    # is a speed, measured by benchmarks/doll_cost.py, not here)
+    assert on_demand["finish_s"] >= 0.9 * on_demand["theta0_s"]
     assert on_demand["cost_bound"] is None and on_demand["cost_ratio"] == 1.0
     work = SMALL.batches * SMALL.batch_size
     # the chance constraint: P(met) is 0.996 with 1 spot worker, 0.82 with 2; the paper's
@@ -142,14 +144,19 @@ def test_a_worker_that_dies_for_real_counts_as_preempted_until_replaced(
 def test_fallback_stand_ins_keep_the_stream_so_it_finishes_like_on_demand(
     servers: Servers,
 ) -> None:
-    config = replace(SMALL, policies=("fallback",), alpha=0.6)
+    alpha = 0.6
+    config = replace(SMALL, policies=("fallback",), alpha=alpha)
     result = asyncio.run(PolicyRun("fallback", config, servers, lambda line: None).run())
     summary = result.summary
     assert summary["preemptions"] >= 3
     assert summary["mean_spot_workers"] == pytest.approx(4.0)
     assert summary["stand_in_s"] > 0  # stand-ins were paid for
-    # nothing lost: the same finish as all on demand (θ₀ = 5 s), not θ₀/(1 − 0.4·…)
-    assert summary["finish_s"] < 1.1 * summary["theta0_s"]
+    # nothing lost: it finishes like all on demand, run side by side on the same servers
+    # (a paper worker, whose outage's data is lost, would take θ₀/α: 1.67× as long)
+    on_demand = replace(SMALL, policies=("on-demand",))
+    reference = asyncio.run(PolicyRun("on-demand", on_demand, servers, lambda line: None).run())
+    lost_without_stand_ins = reference.summary["finish_s"] * (1.0 / alpha - 1.0)
+    assert summary["finish_s"] - reference.summary["finish_s"] < 0.5 * lost_without_stand_ins
     assert summary["batches"] == SMALL.batches and summary["duplicates_rejected"] == 0
     on_demand_cost = 4 * 0.286 * summary["finish_s"] / 3600
     assert summary["cost"] < on_demand_cost

@@ -68,14 +68,20 @@ def with_cost_ratios(config: DollOptions, results: dict[str, PolicyResult]) -> d
     }
 
 
-def run_experiment(config: DollOptions, say: Callable[[str], None] = print) -> Storage:
-    """Everything, from a validated config to the written results folder."""
+def run_experiment(
+    config: DollOptions, say: Callable[[str], None] = print, servers: Servers | None = None
+) -> Storage:
+    """Everything, from a validated config to the written results folder; on `servers`
+    started by the caller for this config (kept running), or on its own."""
     trace = load_trace(config.trace, config.zone, config.product)
-    servers = start_servers(config, trace)
-    try:
+    if servers is not None:
         results = run_policies(config, servers, say)
-    finally:
-        servers.fleet.shutdown()
+    else:
+        started = start_servers(config, trace)
+        try:
+            results = run_policies(config, started, say)
+        finally:
+            started.fleet.shutdown()
     writer = ResultsWriter("doll", config.out, config.s3_endpoint)
     for result in results.values():
         for name, rows in result.records.items():
