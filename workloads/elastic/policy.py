@@ -25,6 +25,8 @@ from ray.train.v2._internal.execution.scaling_policy import (
 )
 from ray.train.v2._internal.util import time_monotonic
 
+from workloads.elastic.loop import workers_that_fit
+
 LEDGER_TIMEOUT_S = 5.0
 
 
@@ -39,6 +41,13 @@ class MeasuredScalingPolicy(ElasticScalingPolicy):  # type: ignore[misc]
 
     def _count_possible_workers(self, reserved_resources: Any) -> int:
         fit = int(super()._count_possible_workers(reserved_resources))
+        # Ray Train counts a draining node (a spot node between its notice and its kill) as
+        # capacity: restarting after its preemption, it would place a worker there and wait
+        # out the worker-group start timeout (60 s) once the node is gone
+        try:
+            fit = min(fit, workers_that_fit(self.scaling_config._resources_per_worker_not_none))
+        except Exception:  # the GCS busy: Ray Train's count
+            pass
         try:
             return int(self._ask("choose_workers", fit))
         except Exception:  # the ledger busy or gone: Ray Train's own answer
