@@ -27,25 +27,28 @@ from workloads.rl.figures import draw
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-LAB = SpotLabConfig(spot=2, on_demand=0, learner=2, cpus_per_node=1, alpha=1.0, warning_s=2.0,
+LAB = SpotLabConfig(spot=2, on_demand=0, learner=2, cpus_per_node=1, alpha=1.0, warning_s=1.0,
                     replace_delay_s=1.0, object_store_mb=80, dashboard=False)
 """α = 1: no preemption but the test's own; one spot node more than env runners, one learner
 node more than learners."""
 RUNNERS = 1
-STEPS, PER_ITERATION, HIDDEN, CHECKPOINT_EVERY, EVAL_EVERY, SEED = 1200, 100, 32, 3, 2, 3
+STEPS, PER_ITERATION, HIDDEN, CHECKPOINT_EVERY, EVAL_EVERY, SEED = 1000, 100, 32, 3, 2, 3
 ARGS = ["--steps", str(STEPS), "--env-runners", str(RUNNERS), "--steps-per-iteration",
         str(PER_ITERATION), "--rollout-fragment", "25", "--learning-starts", "100",
         "--batch-size", "32", "--updates-per-step", "0.1", "--hidden", str(HIDDEN),
         "--eval-every", str(EVAL_EVERY),
         "--eval-episodes", "1", "--checkpoint-every", str(CHECKPOINT_EVERY), "--seed", str(SEED)]
-INTERRUPT_AFTER, LOSE_LEARNER_AFTER = 2, 5
+INTERRUPT_AFTER, LOSE_LEARNER_AFTER = 1, CHECKPOINT_EVERY + 1
+"""The runner's node preempted as soon as the runner is placed; the learner's node lost once
+the first checkpoint is written and the runner is back (a few iterations on: it samples
+through the warning, then waits for its restart), leaving a new learner iterations to run."""
 RUN_TIMEOUT_S = 600.0
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """One run on its own lab; the spot node of the first env runner interrupted after the
-    second iteration, the learner's node lost at the first iteration from the fifth on at
+    first iteration, the learner's node lost at the first iteration from the fourth on at
     which the env runner is back (checkpoints every third)."""
     out = tmp_path_factory.mktemp("rl") / "run"
     with pytest.MonkeyPatch.context() as patch:
