@@ -92,9 +92,9 @@ class ElasticLoop:
         poll_s = float(settings["notice_poll"])
         self._stop_watching: threading.Event = NoticeWatcher(timeout_s=1.0).watch(
             self._on_notice, poll_s=poll_s, on_error=self._on_error)
-        # The resize handshake (checkpoint and park before Ray Train resizes) also fires when a
-        # draining node leaves the count, so it stays off when notices are ignored: restart-based
-        # tools resize from their last periodic checkpoint.
+        # The resize handshake (checkpoint and park before Ray Train resizes) fires when the
+        # count changes without a notice (a node joins or dies); it stays off when notices are
+        # ignored: restart-based tools resize from their last periodic checkpoint.
         if self.rank == 0 and self.elastic and self.on_notice == "checkpoint":
             threading.Thread(target=self._watch_capacity, args=(poll_s,), name="capacity",
                              daemon=True).start()
@@ -184,7 +184,9 @@ class ElasticLoop:
     def _watch_capacity(self, poll_s: float) -> None:
         while not self._stop_watching.wait(poll_s):
             try:
-                fits = workers_that_fit(self.worker_resources)
+                # a draining node still counts: its ranks get the notice, whose checkpoint
+                # must not lose a race with this one to be labelled a resize
+                fits = workers_that_fit(self.worker_resources, count_draining=True)
                 chosen = int(ray.get(self.ledger.choose_workers.remote(fits), timeout=10))
             except Exception:  # a GCS or ledger hiccup: ask again at the next poll
                 continue
@@ -227,12 +229,12 @@ class ElasticLoop:
                                      "reason": reason, "expired": True})
 
 
-def workers_that_fit(resources_per_worker: dict[str, float]) -> int:
-    """How many workers the alive nodes that are not draining hold, by their total
-    resources (one job per cluster, as Ray Train's elastic policy assumes)."""
+def workers_that_fit(resources_per_worker: dict[str, float], count_draining: bool = False) -> int:
+    """How many workers the alive nodes (and, unless `count_draining`, not draining) hold,
+    by their total resources (one job per cluster, as Ray Train's elastic policy assumes)."""
     from ray._private.state import state
 
-    draining = set(state.get_draining_nodes())
+    draining = set() if count_draining else set(state.get_draining_nodes())
     count = 0
     for node in ray.nodes():
         if not node["Alive"] or node["NodeID"] in draining:
