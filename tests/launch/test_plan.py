@@ -8,15 +8,29 @@ import re
 
 import pytest
 
-from launch.costs import estimate_hourly_cost, load_price_table
-from launch.offline import run_offline
+from launch.costs import CostEstimate, estimate_hourly_cost, load_price_table
+from launch.offline import OfflineRun, run_offline
 from launch.plan import plan, render_plan
 from launch.stack_config import read_stack_config
 from stacks.config import with_admin_cidr_placeholder
 
+# Each offline run of the whole stack program takes seconds: the shipped dev config is run
+# once for the module, and each test runs only the variants it compares against it.
+Planned = tuple[OfflineRun, CostEstimate, str | None]
 
-def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools() -> None:
-    text = render_plan(*plan("dev"))
+
+@pytest.fixture(scope="module")
+def planned() -> Planned:
+    return plan("dev")
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, str]:
+    return with_admin_cidr_placeholder(read_stack_config("dev"))[0]
+
+
+def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools(planned: Planned) -> None:
+    text = render_plan(*planned)
     for component in (
         "spotburst:network:Network",
         "spotburst:eks:EksCluster",
@@ -36,8 +50,8 @@ def test_plan_shows_the_shared_cluster_its_rayclusters_and_pools() -> None:
     assert "price table of 2026-11-01" in text
 
 
-def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
-    run, cost, _ = plan("dev")
+def test_costs_at_minimum_and_maximum_scale_by_hand(planned: Planned) -> None:
+    run, cost, _ = planned
     # Prices from vocab/prices.json, counted by hand for the shipped dev config.
     fixed = 0.10 + 2 * 0.045 + 4 * 0.005 + 2 * 1.00 / 730  # EKS, 2 NATs, 4 IPv4, 2 KMS keys
     burst = 3 * 1.008  # login, HPC worker, cloud node: r5.4xlarge on-demand
@@ -57,10 +71,11 @@ def test_costs_at_minimum_and_maximum_scale_by_hand() -> None:
     assert cost.unpriced == []
 
 
-def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named() -> None:
-    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
+def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named(
+    raw: dict[str, str], planned: Planned
+) -> None:
     spot = json.loads(raw["spotburst:spotCluster"])
-    base = estimate_hourly_cost(run_offline(raw).resources, load_price_table())
+    base = planned[1]
     spot["nodePools"]["spotGpu"]["maxSize"] = 8
     bigger = estimate_hourly_cost(
         run_offline({**raw, "spotburst:spotCluster": json.dumps(spot)}).resources,
@@ -76,34 +91,35 @@ def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named() -> Non
     assert unknown.unpriced == ["spot c5.xlarge|x9z.mega (eks-spot-cpu)"]
 
 
-def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones() -> None:
-    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
-    base = estimate_hourly_cost(run_offline(raw).resources, load_price_table())
+def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones(
+    raw: dict[str, str], planned: Planned
+) -> None:
+    base = planned[1]
     spot_cpu = (0.068 + 0.062 + 0.066) / 3
+    # One run with both changes: inference's 3 fixed replicas of 3 CPU gone (one 4-vCPU spot
+    # node each less at minimum), and elastic's `replicas` raised to 5, which must change
+    # nothing (the Ray autoscaler sizes it): counting them would add 5 nodes to the minimum.
     inference = json.loads(raw["spotburst:inference"])
     inference["workerGroups"][0].update(minReplicas=0, replicas=0)
-    fewer = estimate_hourly_cost(
-        run_offline({**raw, "spotburst:inference": json.dumps(inference)}).resources,
-        load_price_table(),
-    )
-    assert fewer.hourly_min == pytest.approx(base.hourly_min - 3 * spot_cpu)
     elastic = json.loads(raw["spotburst:elastic"])
-    elastic["workerGroups"][0].update(replicas=5)  # ignored: the Ray autoscaler sizes it
-    same = estimate_hourly_cost(
-        run_offline({**raw, "spotburst:elastic": json.dumps(elastic)}).resources,
-        load_price_table(),
-    )
-    assert same.hourly_min == pytest.approx(base.hourly_min)
-    assert fewer.hourly_max == pytest.approx(base.hourly_max) == same.hourly_max
+    elastic["workerGroups"][0].update(replicas=5)
+    changed = {
+        **raw,
+        "spotburst:inference": json.dumps(inference),
+        "spotburst:elastic": json.dumps(elastic),
+    }
+    fewer = estimate_hourly_cost(run_offline(changed).resources, load_price_table())
+    assert fewer.hourly_min == pytest.approx(base.hourly_min - 3 * spot_cpu)
+    assert fewer.hourly_max == pytest.approx(base.hourly_max)
 
 
-def test_the_gcs_redis_is_priced_per_node_in_the_plan_and_the_ceiling() -> None:
+def test_the_gcs_redis_is_priced_per_node_in_the_plan_and_the_ceiling(
+    raw: dict[str, str], planned: Planned
+) -> None:
     from stacks.cost_ceiling import max_scale_hourly_usd
 
-    raw = with_admin_cidr_placeholder(read_stack_config("dev"))[0]
     table = load_price_table()
-    with_redis = run_offline(raw)
-    cost = estimate_hourly_cost(with_redis.resources, table)
+    with_redis, cost, _ = planned
     [line] = [line for line in cost.lines if line.item.startswith("ElastiCache")]
     assert line.item == "ElastiCache cache.t4g.small (inference-gcs-redis)"
     assert (line.count_min, line.count_max, line.unit_price) == (2, 2, 0.032)
