@@ -56,7 +56,10 @@ def bare_bin() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def address(bare_bin: Path) -> Iterator[str]:
-    with ray_head(extra_env=FAKE_CREDENTIALS, bin_dir=bare_bin) as url:
+    # PIP_COMPILE=false: the job environment's pip install does not byte-compile every
+    # module of numpy, scipy, scikit-learn, matplotlib and botocore up front either.
+    env = {**FAKE_CREDENTIALS, "PIP_COMPILE": "false"}
+    with ray_head(extra_env=env, bin_dir=bare_bin) as url:
         yield url
 
 
