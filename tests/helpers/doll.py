@@ -16,7 +16,7 @@ TINY_DOLL_ARGS = (
     "--batch-size",
     "16",
     "--rate",
-    "128",
+    "512",
     "-k",
     "2",
     "--eval-every",

@@ -35,7 +35,7 @@ def test_invoke_run_doll_lands_in_the_results_folder_and_draws(tmp_path: Path) -
     assert summary["workers"] == 2
     assert summary["policies"]["on-demand"]["batches"] == 40
     parameters = json.loads((out / "provenance.json").read_text())["parameters"]
-    assert (parameters["batch_size"], parameters["k"], parameters["rate"]) == (16, 2, 128.0)
+    assert (parameters["batch_size"], parameters["k"], parameters["rate"]) == (16, 2, 512.0)
     for figure in ("cost_vs_time.png", "accuracy_vs_cost.png", "cost_ratio.png"):
         assert (out / figure).stat().st_size > 1000
 
