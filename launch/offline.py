@@ -8,6 +8,7 @@ merely imports this module (or reads stack config) runs with Pulumi patched.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 import threading
@@ -170,10 +171,20 @@ class _RecordingMonitor(mocks.MockMonitor):
 
 def _mocked_monitor(raw_config: dict[str, str], stack: str, region: str) -> _RecordingMonitor:
     _patch_for_mocks()
+    _ensure_event_loop()
     monitor = _RecordingMonitor(_CloudMocks(region))
     mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(raw_config)
     return monitor
+
+
+def _ensure_event_loop() -> None:
+    """Pulumi's runtime runs on the thread's current event loop; an `asyncio.run` earlier in
+    this process (a Ray Job client, a workload) leaves none set, and asking then raises."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def run_entry_point(

@@ -3,6 +3,7 @@ maximum scale from the dated price table."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -19,8 +20,15 @@ from stacks.config import with_admin_cidr_placeholder
 Planned = tuple[OfflineRun, CostEstimate, str | None]
 
 
+async def _nothing() -> None:
+    return None
+
+
 @pytest.fixture(scope="module")
 def planned() -> Planned:
+    # as after a Ray Job client or a workload in the same process: asyncio.run leaves the
+    # thread without a current event loop, which the offline run must not need
+    asyncio.run(_nothing())
     return plan("dev")
 
 
