@@ -31,3 +31,15 @@ def starting_a_process_needs_a_marker(
         )
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, as `invoke test` runs): a test module stays on
+    one worker, so its module fixtures (a lab, a Ray cluster) are built once; every test that
+    builds network namespaces runs on one worker, one lab at a time (the netns lab commands
+    act on "the" running lab, and the lab tests compare the namespaces before and after)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "netns" if item.get_closest_marker("lab") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
