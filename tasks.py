@@ -192,9 +192,9 @@ def test(c: Context, quick: bool = False) -> None:
         c.run(f"{python} -m pytest -m 'not ({' or '.join(_ci_only_markers())})'", echo=True)
         return
     c.run(f"{python} -m mypy", echo=True)
-    # two workers: most tests wait on processes (Ray nodes, labs) more than they compute;
-    # the slowest 30 are listed for the time budget
-    c.run(f"{python} -m pytest -n 2 --dist loadgroup --durations=30", echo=True)
+    # two workers, a test module on one (its module fixtures built once): most tests wait on
+    # processes (Ray nodes, labs) more than they compute; the slowest 30 listed for the budget
+    c.run(f"{python} -m pytest -n 2 --dist loadfile --durations=30", echo=True)
 
 
 # --- DOLL ---------------------------------------------------------------------------------

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +36,24 @@ def starting_a_process_needs_a_marker(
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`, as `invoke test` runs): a test module stays on
-    one worker, so its module fixtures (a lab, a Ray cluster) are built once; every test that
-    builds network namespaces runs on one worker, one lab at a time (the netns lab commands
-    act on "the" running lab, and the lab tests compare the namespaces before and after)."""
-    if not config.pluginmanager.hasplugin("xdist"):
+
+NETNS_LOCK = Path(tempfile.gettempdir()) / "spotburst-netns-tests.lock"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_netns_module_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module with tests that build network namespaces holds a machine-wide lock from before
+    its fixtures (a shared lab) until after them: with `invoke test`'s two xdist workers (one
+    module per worker) and other pytest runs, one such module runs at a time, as the lab tests
+    compare the namespaces before and after."""
+    module = request.module
+    if not any(item.get_closest_marker("lab") and getattr(item, "module", None) is module
+               for item in request.session.items):
+        yield
         return
-    for item in items:
-        group = "netns" if item.get_closest_marker("lab") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    with NETNS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
