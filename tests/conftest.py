@@ -36,7 +36,6 @@ def starting_a_process_needs_a_marker(
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
-
 NETNS_LOCK = Path(tempfile.gettempdir()) / "spotburst-netns-tests.lock"
 
 

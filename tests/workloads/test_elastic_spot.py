@@ -1,4 +1,4 @@
-"""Elastic training on a real spot lab (the head, on-demand, and one spot node, one CPU each):
+"""Elastic training on a real spot lab (the on-demand head and one spot node, one CPU each):
 the spot node is interrupted mid-training; its worker sees the notice, the run checkpoints at
 that step before the node's deadline, shrinks to the node left, resumes from that checkpoint
 and finishes with every step computed exactly once; the run is priced from the lab's record."""

@@ -74,14 +74,13 @@ def run_experiment(
     """Everything, from a validated config to the written results folder; on `servers`
     started by the caller for this config (kept running), or on its own."""
     trace = load_trace(config.trace, config.zone, config.product)
-    if servers is not None:
-        results = run_policies(config, servers, say)
-    else:
-        started = start_servers(config, trace)
-        try:
-            results = run_policies(config, started, say)
-        finally:
-            started.fleet.shutdown()
+    own = servers is None
+    running = start_servers(config, trace) if servers is None else servers
+    try:
+        results = run_policies(config, running, say)
+    finally:
+        if own:
+            running.fleet.shutdown()
     writer = ResultsWriter("doll", config.out, config.s3_endpoint)
     for result in results.values():
         for name, rows in result.records.items():
