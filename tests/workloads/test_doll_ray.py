@@ -71,6 +71,9 @@ def test_three_policies_write_summary_records_and_figures(servers: Servers, tmp_
     # is a speed, measured by benchmarks/doll_cost.py, not here)
     assert on_demand["finish_s"] >= 0.9 * on_demand["theta0_s"]
     assert on_demand["cost_bound"] is None and on_demand["cost_ratio"] == 1.0
+    assert on_demand["stream_lost_s"] == 0.0
+    # a preempted static worker drops what arrives in its outage (the paper's model)
+    assert static["preemptions"] > 0 and static["stream_lost_s"] > 0
     work = SMALL.batches * SMALL.batch_size
     # the chance constraint: P(met) is 0.996 with 1 spot worker, 0.82 with 2; the paper's
     # formula takes 3 (P = 0.46)
@@ -141,22 +144,17 @@ def test_a_worker_that_dies_for_real_counts_as_preempted_until_replaced(
     assert result.summary["duplicates_rejected"] == 0
 
 
-def test_fallback_stand_ins_keep_the_stream_so_it_finishes_like_on_demand(
-    servers: Servers,
-) -> None:
-    alpha = 0.6
-    config = replace(SMALL, policies=("fallback",), alpha=alpha)
+def test_fallback_stand_ins_keep_the_stream_so_no_point_is_lost(servers: Servers) -> None:
+    config = replace(SMALL, policies=("fallback",), alpha=0.6)
     result = asyncio.run(PolicyRun("fallback", config, servers, lambda line: None).run())
     summary = result.summary
     assert summary["preemptions"] >= 3
     assert summary["mean_spot_workers"] == pytest.approx(4.0)
     assert summary["stand_in_s"] > 0  # stand-ins were paid for
-    # nothing lost: it finishes like all on demand, run side by side on the same servers
-    # (a paper worker, whose outage's data is lost, would take θ₀/α: 1.67× as long)
-    on_demand = replace(SMALL, policies=("on-demand",))
-    reference = asyncio.run(PolicyRun("on-demand", on_demand, servers, lambda line: None).run())
-    lost_without_stand_ins = reference.summary["finish_s"] * (1.0 / alpha - 1.0)
-    assert summary["finish_s"] - reference.summary["finish_s"] < 0.5 * lost_without_stand_ins
+    # every outage's points wait for the stand-in (a paper worker drops them: see the
+    # three-policy test); that it then finishes like on demand is a speed, measured by
+    # benchmarks/doll_cost.py
+    assert summary["stream_lost_s"] == 0.0
     assert summary["batches"] == SMALL.batches and summary["duplicates_rejected"] == 0
     on_demand_cost = 4 * 0.286 * summary["finish_s"] / 3600
     assert summary["cost"] < on_demand_cost

@@ -142,6 +142,12 @@ class Fleet:
             answers.append(answer.result() if ok and answer is not None else None)
         return answers
 
+    async def stream_lost_s(self) -> float:
+        """Stream seconds dropped by outages, summed over the slots' current actors."""
+        return float(
+            sum(await asyncio.gather(*(s.actor.stream_lost_s.remote() for s in self.slots)))
+        )
+
     def shutdown(self) -> None:
         for actor in [*self.actors(), *self.spares]:
             ray.kill(actor, no_restart=True)

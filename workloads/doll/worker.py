@@ -39,6 +39,7 @@ class StreamWorker:
         self.up_s = 0.0
         self.up_since = 0.0
         self.clock = 0.0
+        self.lost_s = 0.0
         self.stream: asyncio.Task[None] | None = None
         self.keep_backlog = False
         self.collecting: tuple[float, np.ndarray] | None = None  # (start, arrival times)
@@ -58,7 +59,7 @@ class StreamWorker:
         self.keep_backlog = False
         self._go_down()
         self.keep_backlog = keep_backlog
-        self.arrivals, self.up_s, self.clock = 0, 0.0, 0.0
+        self.arrivals, self.up_s, self.clock, self.lost_s = 0, 0.0, 0.0, 0.0
         self.collecting = None
         if self.stream is None:
             self.stream = asyncio.get_running_loop().create_task(self._stream())
@@ -99,6 +100,11 @@ class StreamWorker:
             partial = int(np.searchsorted(arrival_s, now - started, side="right"))
         return self.arrivals + partial, up_s
 
+    async def stream_lost_s(self) -> float:
+        """Stream seconds whose points an outage dropped, counted when the stream resumed
+        (0 with `keep_backlog`: the next reader starts where the last batch ended)."""
+        return self.lost_s
+
     async def gradient(self, batch_id: int, weights: np.ndarray) -> tuple[np.ndarray, float] | None:
         """The batch's gradient at `weights` and its compute time; None when the batch is
         gone (preempted since it was announced). A batch gives at most one gradient."""
@@ -127,6 +133,9 @@ class StreamWorker:
             started = self.clock  # the outage's points wait in the stream
         else:
             started = max(self.up_since, self.clock)
+            if self.clock > 0:
+                self.lost_s += started - self.clock
+        self.clock = started  # a batch preempted half-way resumes (or loses) from here
         self.collecting = (started, arrival_s)
         changed = self.changed
         remaining = started + arrival_s[-1] - time.monotonic()
