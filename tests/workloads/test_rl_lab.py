@@ -86,7 +86,7 @@ def test_training_goes_on_through_a_spot_preemption(run: dict[str, Any]) -> None
 def test_a_lost_learner_resumes_from_its_last_checkpoint_on_a_new_node(
         run: dict[str, Any]) -> None:
     lost = run["lost_learners"]
-    assert len(lost) == 1
+    assert len(lost) == 1, "\n".join(run["lines"][-60:])
     assert "kill" in [e["event"] for e in run["events"] if e["node"] == lost[0]]
     learners = [line.split("on node ")[1].split(";")[0] for line in run["lines"]
                 if line.startswith("learner (Trainer) on node")]
