@@ -17,14 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import queue
 import re
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,46 +39,24 @@ def run_with_interrupts(lab: SpotLab, out: Path, workload_args: list[str],
     """`python -m workloads.elastic` on the lab; each time training reaches the next step
     of `interrupt_at` (as its progress lines say), a spot node that hosts a worker is
     interrupted. Returns the exit code, the log and the steps it interrupted after."""
-    command = [sys.executable, "-m", "workloads.elastic", "--out", str(out), *workload_args]
-    process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **lab.driver_env},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    log: list[str] = []
     pending, done = sorted(interrupt_at), []
     interrupted: set[str] = set()
-    try:
-        deadline = time.monotonic() + timeout_s
-        while (line := _next_line(lines, deadline, log)) is not None:
-            log.append(line)
-            progress = PROGRESS.search(line)
-            if pending and progress and int(progress[1]) >= pending[0]:
-                spot = [n["name"] for n in lab.nodes()
-                        if n["slot"] is not None and n["name"] not in interrupted]
-                if spot:
-                    lab.interrupt(spot[0])
-                    interrupted.add(spot[0])
-                    done.append(int(progress[1]))
-                pending.pop(0)
-        process.wait(timeout=60)
-    finally:
-        procs.stop(process)
-    return process.returncode, log, done
 
+    def on_line(line: str) -> None:
+        progress = PROGRESS.search(line)
+        if pending and progress and int(progress[1]) >= pending[0]:
+            spot = [n["name"] for n in lab.nodes()
+                    if n["slot"] is not None and n["name"] not in interrupted]
+            if spot:
+                lab.interrupt(spot[0])
+                interrupted.add(spot[0])
+                done.append(int(progress[1]))
+            pending.pop(0)
 
-def _next_line(lines: queue.Queue[str | None], deadline: float, log: list[str]) -> str | None:
-    try:
-        return lines.get(timeout=max(1.0, deadline - time.monotonic()))
-    except queue.Empty:
-        raise TimeoutError("the run did not end in time; its last lines:\n"
-                           + "".join(log[-60:])) from None
+    command = [sys.executable, "-m", "workloads.elastic", "--out", str(out), *workload_args]
+    code, log = procs.follow(command, on_line, timeout_s=timeout_s, name="the elastic run",
+                             env=lab.driver_env, cwd=REPO)
+    return code, log, done
 
 
 def schedule(preemptions: int, steps: int, seed: int) -> list[int]:

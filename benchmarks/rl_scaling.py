@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -110,26 +108,16 @@ def drive(lab: SpotLab, args: list[str], out: Path, interrupt_at: Callable[[int]
     """Run the workload on `lab` (a driver process with the lab's environment) with `Faults`.
     Returns the exit code, the output lines, the nodes interrupted, the learner nodes lost
     and the runners first seen."""
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "workloads.rl", *args, "--out", str(out)], cwd=REPO,
-        env={**os.environ, **lab.driver_env}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
     faults = Faults(lab, interrupt_at, lose_learner_at)
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        assert driver.stdout is not None
-        for line in driver.stdout:
-            line = line.rstrip()
-            lines.append(line)
-            show(line)
-            faults.feed(line)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the run took more than {timeout_s:g} s")
-        driver.wait(timeout=60)
-    finally:
-        procs.stop(driver)
-    return {"returncode": driver.returncode, "lines": lines,
+
+    def on_line(line: str) -> None:
+        show(line)
+        faults.feed(line)
+
+    code, lines = procs.follow([sys.executable, "-m", "workloads.rl", *args, "--out", str(out)],
+                               on_line, timeout_s=timeout_s, name="the RL run",
+                               env=lab.driver_env, cwd=REPO)
+    return {"returncode": code, "lines": lines,
             "interrupted": faults.interrupted, "lost_learners": faults.lost_learners,
             "first_runners": faults.first_runners}
 

@@ -131,6 +131,45 @@ def wait_for_file_line(
         time.sleep(POLL_S)
 
 
+def follow(
+    argv: list[str],
+    on_line: Callable[[str], None],
+    *,
+    timeout_s: float,
+    name: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> tuple[int, list[str]]:
+    """Run `argv` to its end (stderr merged into stdout), calling `on_line` with each output
+    line, newline stripped, as it comes; return (exit code, lines). Past `timeout_s` the
+    process is killed, silent or not, and TimeoutError carries its last lines; it is stopped
+    by PID on any way out."""
+    process = spawn(argv, env=env, cwd=cwd, merge_stderr=True)
+    assert process.stdout is not None
+    lines: list[str] = []
+    timed_out = threading.Event()
+
+    def give_up() -> None:
+        timed_out.set()
+        process.kill()
+
+    timer = threading.Timer(timeout_s, give_up)
+    timer.start()
+    try:
+        for raw in process.stdout:
+            line = raw.rstrip("\n")
+            lines.append(line)
+            on_line(line)
+        process.wait(timeout=60)
+    finally:
+        timer.cancel()
+        stop(process)
+    if timed_out.is_set():
+        tail = "\n".join(lines[-60:])
+        raise TimeoutError(f"{name} did not end within {timeout_s:g} s; its last lines:\n{tail}")
+    return process.returncode, lines
+
+
 def log_tail(log_path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
-from procs import ProcessNotReady, is_alive, running, spawn, stop, wait_for_line
+from procs import ProcessNotReady, follow, is_alive, running, spawn, stop, wait_for_line
 
 PY = sys.executable
 
@@ -53,3 +54,31 @@ def test_without_drain_the_caller_reads_what_follows_the_ready_line() -> None:
     assert process.stdout is not None
     assert process.stdout.read().strip() == "result 7"
     assert process.wait(timeout=10) == 0
+
+
+def test_follow_hands_over_each_line_while_the_process_runs(tmp_path: Path) -> None:
+    go_on = tmp_path / "go-on"
+    script = "\n".join([
+        "import os, sys, time",
+        "print('first', flush=True)",
+        f"while not os.path.exists({str(go_on)!r}): time.sleep(0.01)",
+        "print('on stderr', file=sys.stderr, flush=True)",
+        "sys.exit(3)",
+    ])
+    seen: list[str] = []
+
+    def on_line(line: str) -> None:
+        seen.append(line)
+        go_on.touch()  # the child goes on only once its first line has been handed over
+
+    code, lines = follow([PY, "-c", script], on_line, timeout_s=30, name="child")
+    assert (code, lines, seen) == (3, ["first", "on stderr"], ["first", "on stderr"])
+
+
+def test_follow_kills_a_silent_process_past_its_timeout() -> None:
+    pids: list[int] = []
+    script = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+    with pytest.raises(TimeoutError, match=r"sleeper did not end within 0.5 s(.|\n)*\d+"):
+        follow([PY, "-c", script], lambda line: pids.append(int(line)), timeout_s=0.5,
+               name="sleeper")
+    assert pids and not is_alive(pids[0])
