@@ -9,6 +9,7 @@ from importlib.metadata import version
 import pytest
 
 from launch.offline import DeclaredResource, OfflineRun, run_offline
+from stacks.config import BurstConfig
 from vocab.burst import TRANSFER_RESOURCE
 from vocab.ports import RayPorts
 
@@ -32,8 +33,15 @@ def _subnet_of(run: OfflineRun, instance: DeclaredResource) -> DeclaredResource:
     return subnet
 
 
+
+def _burst(run: OfflineRun) -> BurstConfig:
+    burst = run.config.burst
+    assert burst is not None, "the stack declares no burst sites"
+    return burst
+
+
 def test_two_vpcs_with_the_configured_private_cidrs(dev_run: OfflineRun) -> None:
-    burst = dev_run.config.burst
+    burst = _burst(dev_run)
     assert _vpc(dev_run, "onprem").inputs["cidrBlock"] == burst.onprem_cidr == "10.0.0.0/16"
     assert _vpc(dev_run, "cloud").inputs["cidrBlock"] == burst.cloud_cidr == "10.1.0.0/16"
 
@@ -63,7 +71,7 @@ def test_peering_routes_go_both_ways_from_every_route_table(dev_run: OfflineRun)
         for route in dev_run.of_type("aws:ec2/route:Route")
         if route.inputs.get("vpcPeeringConnectionId") == peering.resource_id
     }
-    cidrs = {"onprem": dev_run.config.burst.onprem_cidr, "cloud": dev_run.config.burst.cloud_cidr}
+    cidrs = {"onprem": _burst(dev_run).onprem_cidr, "cloud": _burst(dev_run).cloud_cidr}
     for site, peer in (("onprem", "cloud"), ("cloud", "onprem")):
         tables = [
             t.resource_id
@@ -78,7 +86,7 @@ def test_peering_routes_go_both_ways_from_every_route_table(dev_run: OfflineRun)
 def test_each_site_has_its_own_encrypted_efs_reachable_from_that_site_only(
     dev_run: OfflineRun,
 ) -> None:
-    cidrs = {"onprem": dev_run.config.burst.onprem_cidr, "cloud": dev_run.config.burst.cloud_cidr}
+    cidrs = {"onprem": _burst(dev_run).onprem_cidr, "cloud": _burst(dev_run).cloud_cidr}
     for site, cidr in cidrs.items():
         file_system = dev_run.one("aws:efs/fileSystem:FileSystem", f"burst-{site}-efs")
         assert file_system.inputs["encrypted"] is True
@@ -117,7 +125,7 @@ def test_each_site_has_its_own_encrypted_efs_reachable_from_that_site_only(
 def test_nodes_per_role_are_hardened_and_placed_in_their_site(
     dev_run: OfflineRun, role: str, subnet: str, public_ip: bool
 ) -> None:
-    burst = dev_run.config.burst
+    burst = _burst(dev_run)
     expected_count = {"login": 1, "hpc": burst.hpc_workers, "cloud": burst.cloud_nodes}[role]
     nodes = _instances(dev_run, role)
     assert len(nodes) == expected_count
@@ -164,7 +172,7 @@ def test_ray_ports_are_open_between_the_site_cidrs_only_and_ssh_is_closed(
     # shipped default has none: SSH closed, as with apiEndpoint private and no adminCidrs.
     closed = {**dev_config, "spotburst:adminCidrs": "[]", "spotburst:apiEndpoint": "private"}
     run = run_offline(closed)
-    cidrs = sorted([run.config.burst.onprem_cidr, run.config.burst.cloud_cidr])
+    cidrs = sorted([_burst(run).onprem_cidr, _burst(run).cloud_cidr])
     for site in ("onprem", "cloud"):
         ingress = _ray_group(run, site).inputs["ingress"]
         ranges = {(rule["fromPort"], rule["toPort"]) for rule in ingress}

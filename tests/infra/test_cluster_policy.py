@@ -78,7 +78,9 @@ def _token_parameter(run: OfflineRun) -> DeclaredResource:
     return run.one(SSM_PARAMETER)
 
 
-def _autoscaler_statement(run: OfflineRun, change: Callable[[dict[str, Any]], Any]) -> OfflineRun:
+def _autoscaler_statement(
+    run: OfflineRun, change: Callable[[list[dict[str, Any]]], Any]
+) -> OfflineRun:
     def edit(inputs: dict[str, Any]) -> None:
         document = json.loads(inputs["policy"])
         change(document["Statement"])

@@ -240,7 +240,10 @@ def test_the_real_entry_point_exports_the_outputs(dev_config: dict[str, str]) ->
     monitor = mocks.MockMonitor(_CloudMocks("us-east-1"))
     mocks.set_mocks(monitor.mocks, project="spotburst", stack="dev", preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(dev_config)
-    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(Path(PROJECT_DIR) / "__main__.py"))))
+    def program() -> None:
+        runpy.run_path(str(Path(PROJECT_DIR) / "__main__.py"))
+
+    _sync_await(run_pulumi_func(program))
     types = {
         registration.urn.split("::")[2].split("$")[-1]
         for registration in monitor.resources.values()

@@ -91,7 +91,8 @@ class Cluster:
                 {"job_status": lambda: {"ok": True, "jobs": {}, "coordinator_incarnation": 1}},
                 settings["command_token"], "127.0.0.1", port=0)
             publish_endpoint(LocalStorage(self.store), self.endpoint.url, 1)
-            summary = {"store": str(self.store), "endpoint": {"url": self.endpoint.url}}
+            summary: dict[str, Any] = {"store": str(self.store),
+                                       "endpoint": {"url": self.endpoint.url}}
         else:
             assert self.endpoint is not None
             self.endpoint.close()
@@ -136,7 +137,7 @@ def test_infer_up_on_a_stack_then_commands_through_the_coordinators_pod(
     assert settings is not None and settings["workers"] == 5
     assert settings["command_token"] == record.command_token
     line = run.command("out", "stack:dev", {"--settings": "settings.json"})
-    assert record.command_token not in " ".join(line)
+    assert record.command_token and record.command_token not in " ".join(line)
     assert cluster.settings_mode == 0o600
     assert settings["store"] == ""  # the job puts the store beside its results, on S3
     assert (record.stack, record.store) == ("dev", str(cluster.store))

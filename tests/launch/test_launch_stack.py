@@ -25,7 +25,7 @@ pytestmark = pytest.mark.subprocess
 TOKEN = "s3cr3t-ray-token"
 DOLL = WorkloadRun(name="doll", module="workloads.doll")
 # As the real stack exports them: dollKubeconfig is a JSON string (a secret).
-CHANGED = {"region": "ca-central-1", "bucketName": "doll-results-123"}
+CHANGED: dict[str, Any] = {"region": "ca-central-1", "bucketName": "doll-results-123"}
 OUTPUTS = dev_stack_outputs(**CHANGED)
 
 # Answers exactly the two calls a --stack run makes, records each (argv, kubeconfig text and

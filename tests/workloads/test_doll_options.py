@@ -65,7 +65,7 @@ def test_options_made_in_code_are_checked_the_same_way() -> None:
     with pytest.raises(OptionError, match="--workers: expected an integer ≥ 1, got '16'"):
         DollOptions(workers="16")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        DollOptions(("static",))  # type: ignore[misc]  # keyword only
+        DollOptions(("static",))  # type: ignore[call-arg, arg-type, misc]  # keyword only
 
 
 def test_the_command_line_gives_back_the_options() -> None:

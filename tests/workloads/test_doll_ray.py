@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +38,7 @@ SMALL = DollOptions(
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
     yield
     ray.shutdown()
 

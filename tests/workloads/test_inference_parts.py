@@ -33,8 +33,8 @@ def simulate(policy: str, costs: dict[str, float], workers: int, seconds: float,
     job's worker-seconds)."""
     busy = {} if busy is None else busy
     scheduler = Scheduler(policy)
-    for job in costs:
-        scheduler.admit(job)
+    for name in costs:
+        scheduler.admit(name)
     scheduler.rebalance(costs)
     free_at = [0.0] * workers
     answered = dict.fromkeys(costs, 0)

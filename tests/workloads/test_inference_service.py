@@ -200,7 +200,7 @@ def _read_output(store: Storage, run_id: str) -> dict[str, Any]:
 def test_commands_refuse_bad_input_naming_what_was_wrong(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     running_service(bundle, repeat=1)
-    refusals = {
+    refusals: dict[tuple[Any, ...], str] = {
         ("job_start", "nope"): "unknown job 'nope'",
         ("job_add", "j", "missing_model", "small_testset", "small_label", 5):
             "--model: no file 'missing_model' in the store",
@@ -311,4 +311,5 @@ def test_the_service_job_brings_the_service_up_and_down(lab: SpotLab, tmp_path: 
     finally:
         down = job("--action", "down", "down")
     assert down["workers_stopped"] == 1
-    assert read_endpoint(open_storage(up["store"]))["url"] is None
+    endpoint = read_endpoint(open_storage(up["store"]))
+    assert endpoint is not None and endpoint["url"] is None
