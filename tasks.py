@@ -38,7 +38,7 @@ from workloads.inference.options import (
     InferenceOptions,
     ServiceOptions,
 )
-from workloads.rl.options import RL_SPEC, RlOptions
+from workloads.rl.options import RL_EVALUATE_SPEC, RL_SPEC, RlEvaluateOptions, RlOptions
 
 STACK_HELP = "Pulumi stack name (config in Pulumi.<stack>.yaml)"
 CREDENTIALS_HINT = "configure AWS credentials (`aws configure` or `aws sso login`)"
@@ -248,6 +248,18 @@ def run_rl(c: Context, options: RlOptions, lab_options: SpotLabOptions,
     except RuntimeError as error:  # the workload failed; its own output said why
         raise Exit(f"error: {error}", code=1) from None
     print(f"results and figures in {folder}")
+
+
+@options_task(RL_EVALUATE_SPEC)
+def rl_evaluate(c: Context, options: RlEvaluateOptions) -> None:
+    """Run deterministic episodes of a checkpoint an RL run saved (its best by default), on
+    this machine without Ray: mean, spread and each episode's return."""
+    from workloads.rl.evaluate_checkpoint import evaluate
+
+    try:
+        evaluate(options, lambda line: print(line, flush=True))
+    except ValueError as error:  # OptionError: a bad --run or --checkpoint
+        raise Exit(f"error: {error}", code=2) from None
 
 
 @task(help={

@@ -6,10 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import gymnasium
 import pytest
 
-from workloads.rl.algorithm import sac_config
+from workloads.rl.algorithm import policy_module, sac_config
 from workloads.rl.evaluation import (
     PENDING,
     deterministic_returns,
@@ -31,11 +30,9 @@ def test_runners_evaluate_every_nth_episode_at_phases_of_their_own() -> None:
 def runner() -> SimpleNamespace:
     """What the callback uses of an env runner: its config, its (inference) module, its
     index; the module built from the run's config as RLlib builds it."""
-    config = sac_config(RlOptions(hidden=16, env_runners=1))
-    env = gymnasium.make("Pendulum-v1")
-    module = config.get_rl_module_spec(env=env).build()
-    env.close()
-    return SimpleNamespace(config=config, module=module, worker_index=2)
+    options = RlOptions(hidden=16, env_runners=1)
+    return SimpleNamespace(config=sac_config(options), module=policy_module(options),
+                           worker_index=2)
 
 
 def test_an_evaluation_is_deterministic_and_in_the_env_bounds(runner: SimpleNamespace) -> None:

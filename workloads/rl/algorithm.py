@@ -99,6 +99,23 @@ def sac_config(options: RlOptions) -> Any:
     )
 
 
+def policy_module(options: RlOptions, learner_state: dict[str, Any] | None = None) -> Any:
+    """The run's RLModule (policy, Q and target networks) built from its config in this
+    process, without Ray; with `learner_state` (a checkpoint's, as `Trainer.state` wrote it)
+    holding that state's weights."""
+    import gymnasium
+    from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+
+    env = gymnasium.make(options.env)
+    try:
+        module = sac_config(options).get_rl_module_spec(env=env).build()
+    finally:
+        env.close()
+    if learner_state is not None:
+        module.set_state(learner_state[COMPONENT_LEARNER][COMPONENT_RL_MODULE][DEFAULT_MODULE_ID])
+    return module
+
+
 def _mean(value: Any) -> float | None:
     try:
         number = float(value)

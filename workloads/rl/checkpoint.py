@@ -122,7 +122,11 @@ def read_checkpoint(storage: Storage, name: str) -> Checkpoint:
     data = storage.read_bytes(f"{name}/{STATE_FILE}")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{name}: {META_FILE} is not a {FORMAT} file")
-    return Checkpoint(name=name, state=unpack_state(data), meta=meta)
+    try:
+        state = unpack_state(data)
+    except CheckpointError as error:
+        raise CheckpointError(f"{name}: {error}") from None
+    return Checkpoint(name=name, state=state, meta=meta)
 
 
 def checkpoint_names(storage: Storage) -> list[str]:

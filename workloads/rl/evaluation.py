@@ -12,6 +12,7 @@ this distribution leaves μ unsquashed).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
@@ -25,21 +26,22 @@ def phase(seed: int, runner: int, every: int) -> int:
     return random.Random(f"{seed}:{runner}").randrange(every)
 
 
-def deterministic_returns(env_runner: Any, episodes: int, seed: int) -> list[float]:
-    """`episodes` episodes of the runner's policy, acting on tanh(μ), in a new env."""
+def policy_returns(module: Any, env_id: str, normalize_actions: bool, seeds: list[int],
+                   on_episode: Callable[[int, float], None] | None = None) -> list[float]:
+    """One episode per env seed of `module`'s deterministic policy, acting on tanh(μ) (mapped
+    to the action space's bounds when `normalize_actions`, as the env runners map theirs), in
+    a new env; `on_episode(index, return)` after each."""
     import gymnasium
     import numpy as np
     import torch
     from ray.rllib.core.columns import Columns
     from ray.rllib.utils.spaces.space_utils import unsquash_action
 
-    config = env_runner.config
-    env = gymnasium.make(config.env)
-    module = env_runner.module
+    env = gymnasium.make(env_id)
     returns = []
     try:
-        for episode in range(episodes):
-            observation, _ = env.reset(seed=seed + episode)
+        for index, seed in enumerate(seeds):
+            observation, _ = env.reset(seed=seed)
             total, done = 0.0, False
             while not done:
                 batch = {Columns.OBS: torch.as_tensor(np.asarray(observation, np.float32)[None])}
@@ -47,15 +49,24 @@ def deterministic_returns(env_runner: Any, episodes: int, seed: int) -> list[flo
                     inputs = module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
                 mean = inputs[0, : inputs.shape[1] // 2]
                 action = torch.tanh(mean).numpy()
-                if config.normalize_actions:
+                if normalize_actions:
                     action = unsquash_action(action, env.action_space)
                 observation, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
+            if on_episode is not None:
+                on_episode(index, total)
     finally:
         env.close()
     return returns
+
+
+def deterministic_returns(env_runner: Any, episodes: int, seed: int) -> list[float]:
+    """`episodes` episodes of the runner's current policy (env seeds seed, seed + 1, ...)."""
+    config = env_runner.config
+    return policy_returns(env_runner.module, config.env, config.normalize_actions,
+                          [seed + episode for episode in range(episodes)])
 
 
 FINAL_EPISODE = 1_000_000

@@ -90,3 +90,40 @@ RL_SPEC = OptionSpec(
     "runners on spot nodes; evaluations, checkpoints and rewards.jsonl in the run's storage; "
     "writes summary.json, provenance.json and records/.",
 )
+
+
+CHECKPOINT_CHOICES_HELP = (
+    "which checkpoint of the run: best (its best evaluation), last (its last "
+    "iter_<n>), or a name such as best_-63.2_30 or iter_20"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RlEvaluateOptions:
+    """`invoke rl-evaluate`: a checkpoint's policy on new episodes, on this machine."""
+
+    run: str | None = option(None, "an RL run's results folder (results/rl/<timestamp>)")
+    checkpoint: str = option("best", CHECKPOINT_CHOICES_HELP)
+    episodes: int = option(10, "deterministic episodes, one per env seed", minimum=1,
+                           maximum=10_000)
+    seed: int = option(0, "env seed of the first episode (episode i: seed + i)", minimum=0)
+    out: str | None = option(None, "results folder (not set: results/rl-evaluate/<timestamp>)")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not (self.run or "").strip():
+            raise OptionError("--run", "expected an RL run's results folder, got none")
+        if not self.checkpoint.strip():
+            raise OptionError("--checkpoint", "expected best, last or a checkpoint name, got ''")
+
+    def parameters(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+RL_EVALUATE_SPEC = OptionSpec(
+    RlEvaluateOptions,
+    prog="python -m workloads.rl.evaluate_checkpoint",
+    description="Load a checkpoint of an RL run (msgpack, never unpickled) into the run's "
+    "policy network, built from the options it recorded, and run deterministic episodes on "
+    "new env seeds; writes summary.json, provenance.json and records/episodes.jsonl.",
+)
