@@ -62,6 +62,24 @@ def spawn(
         )
 
 
+@contextmanager
+def killed_after(process: subprocess.Popen[str], timeout_s: float) -> Iterator[threading.Event]:
+    """Kill `process` if the block is still running `timeout_s` from now; yields an event
+    that is set when it was killed so."""
+    timed_out = threading.Event()
+
+    def give_up() -> None:
+        timed_out.set()
+        process.kill()
+
+    timer = threading.Timer(timeout_s, give_up)
+    timer.start()
+    try:
+        yield timed_out
+    finally:
+        timer.cancel()
+
+
 def wait_for_line(
     process: subprocess.Popen[str],
     ready: str | Callable[[str], bool],
@@ -79,15 +97,7 @@ def wait_for_line(
     if process.stdout is None:
         raise ValueError(f"{name}: wait_for_line needs a process spawned without log_path")
     matches = ready if callable(ready) else (lambda line: ready in line)
-    timed_out = threading.Event()
-
-    def give_up() -> None:
-        timed_out.set()
-        process.kill()
-
-    timer = threading.Timer(timeout_s, give_up)
-    timer.start()
-    try:
+    with killed_after(process, timeout_s) as timed_out:
         for line in process.stdout:
             if matches(line):
                 if not drain:
@@ -96,8 +106,6 @@ def wait_for_line(
                 if process.stderr is not None:
                     threading.Thread(target=process.stderr.read, daemon=True).start()
                 return line
-    finally:
-        timer.cancel()
     process.wait()
     error = process.stderr.read().strip() if process.stderr is not None else ""
     why = (
@@ -147,22 +155,14 @@ def follow(
     process = spawn(argv, env=env, cwd=cwd, merge_stderr=True)
     assert process.stdout is not None
     lines: list[str] = []
-    timed_out = threading.Event()
-
-    def give_up() -> None:
-        timed_out.set()
-        process.kill()
-
-    timer = threading.Timer(timeout_s, give_up)
-    timer.start()
     try:
-        for raw in process.stdout:
-            line = raw.rstrip("\n")
-            lines.append(line)
-            on_line(line)
-        process.wait(timeout=60)
+        with killed_after(process, timeout_s) as timed_out:
+            for raw in process.stdout:
+                line = raw.rstrip("\n")
+                lines.append(line)
+                on_line(line)
+            process.wait(timeout=60)
     finally:
-        timer.cancel()
         stop(process)
     if timed_out.is_set():
         tail = "\n".join(lines[-60:])
