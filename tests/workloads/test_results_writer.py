@@ -1,8 +1,11 @@
 import json
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workloads.common.provenance import GIT_COMMIT_ENV, provenance, sha256_of
+import pytest
+
+from workloads.common.provenance import GIT_COMMIT_ENV, git_commit, provenance, sha256_of
 from workloads.common.results import ResultsWriter, default_location, read_records
 from workloads.common.storage import LocalStorage, copy_all, open_storage
 from workloads.common.transport import encode, find_in_log
@@ -55,3 +58,22 @@ def test_local_storage_copy(tmp_path: Path) -> None:
     source.write_bytes("records/x.jsonl", b"1\n")
     assert copy_all(source, LocalStorage(tmp_path / "b")) == ["records/x.jsonl"]
     assert (tmp_path / "b" / "records" / "x.jsonl").read_bytes() == b"1\n"
+
+
+@pytest.mark.subprocess
+def test_a_checkout_with_changed_tracked_files_is_recorded_as_dirty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(GIT_COMMIT_ENV, raising=False)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "train.py").write_text("steps = 1\n")
+    subprocess.run([*git, "add", "train.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    (tmp_path / "notes.txt").write_text("untracked: not part of the code\n")
+    assert git_commit(tmp_path) == head
+    (tmp_path / "train.py").write_text("steps = 2\n")
+    assert git_commit(tmp_path) == f"{head}+dirty"
+    assert git_commit(tmp_path / "missing") == "unknown"
