@@ -258,8 +258,8 @@ def rl_evaluate(c: Context, options: RlEvaluateOptions) -> None:
 
     try:
         evaluate(options, lambda line: print(line, flush=True))
-    except ValueError as error:  # OptionError: a bad --run or --checkpoint
-        raise Exit(f"error: {error}", code=2) from None
+    except OptionError as error:  # a bad --run or --checkpoint
+        raise _fail(error) from None
 
 
 @task(help={

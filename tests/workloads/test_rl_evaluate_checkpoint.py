@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from workloads.rl.checkpoint import pack_state, write_checkpoint
 from workloads.rl.evaluate_checkpoint import choose, main
 from workloads.rl.options import RlOptions
 
+REPO = Path(__file__).resolve().parents[2]
 OPTIONS = RlOptions(hidden=8, env_runners=1, seed=4)
 
 
@@ -37,15 +40,15 @@ def _zero_weights(options: RlOptions = OPTIONS) -> dict[str, np.ndarray]:
             for key, value in policy_module(options).state_dict().items()}
 
 
-def _zero_torque_returns(seeds: list[int]) -> list[float]:
-    """Pendulum with no torque at all, stepped here without any network."""
+def _constant_torque_returns(torque: float, seeds: list[int]) -> list[float]:
+    """Pendulum under one constant torque, stepped here without any network."""
     env = gymnasium.make("Pendulum-v1")
     returns = []
     for seed in seeds:
         env.reset(seed=seed)
         total, done = 0.0, False
         while not done:
-            _, reward, terminated, truncated, _ = env.step(np.zeros(1, np.float32))
+            _, reward, terminated, truncated, _ = env.step(np.full(1, torque, np.float32))
             total, done = total + float(reward), terminated or truncated
         returns.append(total)
     env.close()
@@ -54,15 +57,20 @@ def _zero_torque_returns(seeds: list[int]) -> list[float]:
 
 @pytest.mark.subprocess  # git, for the provenance
 def test_the_checkpoint_weights_are_the_ones_that_act(tmp_path: Path) -> None:
-    """All-zero weights give μ = 0, so tanh(μ) = 0, the middle of Pendulum's torque range: the
-    returns must be those of no torque (a freshly initialised network would push)."""
+    """Zero weights but the policy head's mean bias atanh(0.5): tanh(μ) = 0.5 for every
+    observation, which maps to 1.0 in Pendulum's [-2, 2] torque range. The returns must be
+    those of a constant torque of 1.0 (a freshly initialised network would not act so, nor
+    one that skipped tanh or the mapping to the env's bounds)."""
+    weights = _zero_weights()
+    weights["pi.net.mlp.0.bias"][0] = np.arctanh(0.5)  # the mean's half of [mean, log std]
     run = tmp_path / "run"
-    _save(run, "best_-1.0_3", _zero_weights())
+    _save(run, "best_-1.0_3", weights)
     out = tmp_path / "evaluated"
     assert main(["--run", str(run), "--episodes", "2", "--seed", "7", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["checkpoint"] == "checkpoints/best_-1.0_3"
-    assert summary["returns"] == pytest.approx(_zero_torque_returns([7, 8]), abs=1e-6)
+    assert summary["returns"] == pytest.approx(_constant_torque_returns(1.0, [7, 8]), abs=1e-4)
+    assert summary["returns"] != pytest.approx(_constant_torque_returns(0.0, [7, 8]), abs=1.0)
     assert summary["mean_return"] == pytest.approx(np.mean(summary["returns"]))
     episodes = [json.loads(line) for line in
                 (out / "records" / "episodes.jsonl").read_text().splitlines()]
@@ -74,7 +82,7 @@ def test_the_checkpoint_weights_are_the_ones_that_act(tmp_path: Path) -> None:
 
 def test_best_and_last_are_chosen_by_number_not_by_name() -> None:
     names = [f"checkpoints/{n}" for n in
-             ("best_99.0_4", "best_100.0_9", "best_-5.0_2", "iter_9", "iter_10")]
+             ("best_99.0_4", "best_100.0_9", "best_-5.0_2", "best_x", "iter_9", "iter_10")]
     assert choose(names, "best") == "checkpoints/best_100.0_9"
     assert choose(names, "last") == "checkpoints/iter_10"
     assert choose(names, "iter_9") == choose(names, "checkpoints/iter_9") == "checkpoints/iter_9"
@@ -86,16 +94,24 @@ def test_bad_runs_and_checkpoints_are_one_line_each_and_write_nothing(
     _save(run, "iter_3", _zero_weights())
     wider = RlOptions(hidden=16, env_runners=1)
     _save(run, "iter_6", _zero_weights(wider))  # weights of another network than recorded
-    crafted = run / "checkpoints" / "iter_9"
     _save(run, "iter_9", _zero_weights())
-    (crafted / "state.msgpack").write_bytes(pickle.dumps({"learner": {}}))
+    (run / "checkpoints" / "iter_9" / "state.msgpack").write_bytes(pickle.dumps({"learner": {}}))
+    _save(run, "iter_12", _zero_weights())
+    (run / "checkpoints" / "iter_12" / "meta.json").write_text("{not json")
+    _save(run, "iter_15", _zero_weights())
+    (run / "checkpoints" / "iter_15" / "state.msgpack").unlink()
     out = tmp_path / "never"
     for argv, line in (
         (["--run", str(tmp_path / "missing")], "error: --run: no folder"),
         (["--run", str(tmp_path)], "error: --run: "),
-        (["--run", str(run)], "error: --checkpoint: the run has no best_<...> checkpoint"),
+        (["--run", str(run)],
+         "error: --checkpoint: the run has no best_<return>_<iteration> checkpoint"),
         (["--run", str(run), "--checkpoint", "iter_4"], "error: --checkpoint: no checkpoint "
-         "'iter_4' in the run (it has: iter_3, iter_6, iter_9)"),
+         "'iter_4' in the run (it has: iter_12, iter_15, iter_3, iter_6, iter_9)"),
+        (["--run", str(run), "--checkpoint", "iter_12"], "error: --checkpoint: "
+         "checkpoints/iter_12: meta.json is not JSON"),
+        (["--run", str(run), "--checkpoint", "iter_15"], "error: --checkpoint: "
+         "checkpoints/iter_15: no state.msgpack"),
         (["--run", str(run), "--checkpoint", "iter_9"], "error: --checkpoint: "
          "checkpoints/iter_9"),
         (["--run", str(run), "--checkpoint", "iter_6"], "error: --checkpoint: checkpoints/iter_6:"
@@ -105,3 +121,19 @@ def test_bad_runs_and_checkpoints_are_one_line_each_and_write_nothing(
         err = capsys.readouterr().err
         assert err.startswith(line) and err.count("\n") == 1, (argv, err)
     assert not out.exists()
+
+
+@pytest.mark.subprocess
+def test_a_fresh_process_refuses_weights_of_another_network_in_one_line(tmp_path: Path) -> None:
+    """As a user runs it: RLlib's import and module build print nothing else on stderr."""
+    run = tmp_path / "run"
+    _save(run, "iter_3", _zero_weights(RlOptions(hidden=16, env_runners=1)))
+    done = subprocess.run(
+        [sys.executable, "-m", "workloads.rl.evaluate_checkpoint", "--run", str(run),
+         "--checkpoint", "last", "--out", str(tmp_path / "never")],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --checkpoint: checkpoints/iter_3: its state does not "
+                                  "fit the run's network") and done.stderr.count("\n") == 1, \
+        done.stderr
+    assert not (tmp_path / "never").exists()

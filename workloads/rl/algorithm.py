@@ -11,6 +11,7 @@ back into service, and training goes on with the healthy ones meanwhile.
 
 from __future__ import annotations
 
+import logging
 import time
 from functools import partial
 from typing import Any
@@ -107,9 +108,13 @@ def policy_module(options: RlOptions, learner_state: dict[str, Any] | None = Non
     from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 
     env = gymnasium.make(options.env)
+    deprecation_logger = logging.getLogger("ray._common.deprecation")
+    level = deprecation_logger.level
+    deprecation_logger.setLevel(logging.ERROR)  # spec.build's own deprecated call warns
     try:
         module = sac_config(options).get_rl_module_spec(env=env).build()
     finally:
+        deprecation_logger.setLevel(level)
         env.close()
     if learner_state is not None:
         module.set_state(learner_state[COMPONENT_LEARNER][COMPONENT_RL_MODULE][DEFAULT_MODULE_ID])

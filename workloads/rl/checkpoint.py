@@ -118,14 +118,18 @@ def write_checkpoint(storage: Storage, name: str, packed_state: bytes,
 def read_checkpoint(storage: Storage, name: str) -> Checkpoint:
     if f"{name}/{META_FILE}" not in storage.names():
         raise CheckpointError(f"{name}: no such checkpoint (no {META_FILE})")
-    meta = json.loads(storage.read_bytes(f"{name}/{META_FILE}"))
-    data = storage.read_bytes(f"{name}/{STATE_FILE}")
+    try:
+        meta = json.loads(storage.read_bytes(f"{name}/{META_FILE}"))
+    except ValueError as error:  # not JSON, not UTF-8
+        raise CheckpointError(f"{name}: {META_FILE} is not JSON: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{name}: {META_FILE} is not a {FORMAT} file")
     try:
-        state = unpack_state(data)
+        state = unpack_state(storage.read_bytes(f"{name}/{STATE_FILE}"))
     except CheckpointError as error:
         raise CheckpointError(f"{name}: {error}") from None
+    except FileNotFoundError:
+        raise CheckpointError(f"{name}: no {STATE_FILE} beside its {META_FILE}") from None
     return Checkpoint(name=name, state=state, meta=meta)
 
 

@@ -11,6 +11,7 @@ records/episodes.jsonl (seed, return).
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -36,24 +37,23 @@ WORKLOAD = "rl-evaluate"
 PREFIX = "checkpoints/"
 
 
+RANKED = {"best": re.compile(r"best_(-?\d+(?:\.\d+)?)_(\d+)"), "last": re.compile(r"iter_(\d+)")}
+"""best ranks best_<return>_<iteration> by return, then iteration; last ranks iter_<n> by n."""
+
+
 def choose(names: list[str], wanted: str) -> str:
     """The checkpoint `wanted` names among `names`: best (the highest return, the later on a
     tie), last (the highest iter_<n>) or a name, with or without its checkpoints/ prefix."""
     short = [name.removeprefix(PREFIX) for name in names]
-    if wanted in ("best", "last"):
-        kind = "best_" if wanted == "best" else "iter_"
-        found = [s for s in short if s.startswith(kind)]
-        if not found:
-            raise OptionError("--checkpoint", f"the run has no {kind}<...> checkpoint "
+    pattern = RANKED.get(wanted)
+    if pattern is not None:
+        ranked = [(tuple(float(g) for g in m.groups()), s)
+                  for s in short if (m := pattern.fullmatch(s))]
+        if not ranked:
+            kind = "best_<return>_<iteration>" if wanted == "best" else "iter_<n>"
+            raise OptionError("--checkpoint", f"the run has no {kind} checkpoint "
                               f"(it has: {', '.join(short) or 'none'})")
-        if wanted == "best":
-            def rank(name: str) -> tuple[float, int]:
-                evaluation, iteration = name.removeprefix(kind).rsplit("_", 1)
-                return float(evaluation), int(iteration)
-        else:
-            def rank(name: str) -> tuple[float, int]:
-                return 0.0, int(name.removeprefix(kind))
-        return PREFIX + max(found, key=rank)
+        return PREFIX + max(ranked)[1]
     name = wanted.removeprefix(PREFIX).strip("/")
     if name not in short:
         raise OptionError("--checkpoint", f"no checkpoint {name!r} in the run "
