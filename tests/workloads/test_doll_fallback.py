@@ -8,6 +8,7 @@ import pytest
 from workloads.doll.fleet import Slot
 from workloads.doll.options import DollOptions
 from workloads.doll.policy_run import PolicyRun, Servers
+from workloads.doll.worker import stream_start
 
 OD, SPOT = 0.36, 0.09  # $/h
 
@@ -99,3 +100,15 @@ def test_the_paper_policies_lose_the_outage_and_pay_nothing_for_it() -> None:
 def test_fallback_needs_markov_preemption() -> None:
     with pytest.raises(ValueError, match="--policy: fallback .* --preemption markov"):
         DollOptions(policies=("fallback",), preemption="kill")
+
+
+def test_a_kept_stream_is_read_on_where_it_stopped_and_a_dropped_one_loses_the_outage() -> None:
+    # the first batch starts when the worker comes up, backlog or not
+    assert stream_start(0.0, 5.0, keep_backlog=True) == (5.0, 0.0)
+    assert stream_start(0.0, 5.0, keep_backlog=False) == (5.0, 0.0)
+    # preempted during that first batch (clock = 5), up again at 9
+    assert stream_start(5.0, 9.0, keep_backlog=True) == (5.0, 0.0)
+    assert stream_start(5.0, 9.0, keep_backlog=False) == (9.0, 4.0)
+    # a batch after one that ended at 10, the worker up since 3: nothing skipped either way
+    assert stream_start(10.0, 3.0, keep_backlog=False) == (10.0, 0.0)
+    assert stream_start(10.0, 3.0, keep_backlog=True) == (10.0, 0.0)

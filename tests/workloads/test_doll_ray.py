@@ -112,6 +112,7 @@ def test_kill_mode_really_kills_and_replaces_workers(servers: Servers) -> None:
     assert result.summary["preemptions"] > 0
     assert result.summary["batches"] == SMALL.batches
     assert result.summary["duplicates_rejected"] == 0
+    assert result.summary["stream_lost_s"] is None  # killed workers took their counts along
     replaced = [
         old for old, slot in zip(before, servers.fleet.slots, strict=True) if slot.generation > 0
     ]
@@ -143,6 +144,7 @@ def test_a_worker_that_dies_for_real_counts_as_preempted_until_replaced(
     assert victim.generation == generation + 1
     assert result.summary["batches"] == SMALL.batches
     assert result.summary["duplicates_rejected"] == 0
+    assert result.summary["stream_lost_s"] is None  # the dead worker's count died with it
 
 
 def test_fallback_stand_ins_keep_the_stream_so_no_point_is_lost(servers: Servers) -> None:
@@ -153,8 +155,8 @@ def test_fallback_stand_ins_keep_the_stream_so_no_point_is_lost(servers: Servers
     assert summary["mean_spot_workers"] == pytest.approx(4.0)
     assert summary["stand_in_s"] > 0  # stand-ins were paid for
     # every outage's points wait for the stand-in (a paper worker drops them: see the
-    # three-policy test); that it then finishes like on demand is a speed, measured by
-    # benchmarks/doll_cost.py
+    # three-policy test, and test_doll_fallback.py for the rule); that it then finishes like
+    # on demand is a speed, measured by benchmarks/doll_cost.py
     assert summary["stream_lost_s"] == 0.0
     assert summary["batches"] == SMALL.batches and summary["duplicates_rejected"] == 0
     on_demand_cost = 4 * 0.286 * summary["finish_s"] / 3600

@@ -142,11 +142,15 @@ class Fleet:
             answers.append(answer.result() if ok and answer is not None else None)
         return answers
 
-    async def stream_lost_s(self) -> float:
-        """Stream seconds dropped by outages, summed over the slots' current actors."""
-        return float(
-            sum(await asyncio.gather(*(s.actor.stream_lost_s.remote() for s in self.slots)))
-        )
+    async def stream_lost_s(self, timeout_s: float = 5.0) -> float | None:
+        """Stream seconds dropped by outages, summed over the slots' current actors; None
+        when one does not answer in time (dead)."""
+        asked = asyncio.gather(*(slot.actor.stream_lost_s.remote() for slot in self.slots))
+        try:
+            counts = await asyncio.wait_for(asked, timeout_s)
+        except (TimeoutError, ray.exceptions.RayActorError):
+            return None
+        return float(sum(counts))
 
     def shutdown(self) -> None:
         for actor in [*self.actors(), *self.spares]:

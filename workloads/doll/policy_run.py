@@ -384,8 +384,10 @@ class PolicyRun:
         updates = ps_report["updates"]
         overheads = [1.0 - u["compute_s"] / u["update_s"] for u in updates if u["update_s"] > 0]
         config, mean_price = self.config, self.servers.mean_spot_price
-        # kill mode: a killed worker's count dies with it, so there is no honest total
-        markov = config.preemption == "markov"
+        # a worker killed (kill mode) or lost for real takes its count with it: no honest total
+        counted = config.preemption == "markov" and not any(
+            event["event"] == "lost" for event in self.events
+        )
         summary = {
             "cost": self.meter.cost,
             "cost_bound": None
@@ -395,7 +397,7 @@ class PolicyRun:
             ),
             "deadline_probability": self._reported_probability(),
             "stand_in_s": self.meter.on_demand_s if self.policy == "fallback" else None,
-            "stream_lost_s": await self.fleet.stream_lost_s() if markov else None,
+            "stream_lost_s": await self.fleet.stream_lost_s() if counted else None,
             "cost_expected": self._expected_ratio(finish_s),
             "theta0_s": self.theta0_s,
             "deadline_s": self.deadline_s,

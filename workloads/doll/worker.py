@@ -19,6 +19,19 @@ from workloads.doll.data import load_split, sample_stream
 from workloads.doll.model import Mlp
 
 
+def stream_start(clock: float, up_since: float, keep_backlog: bool) -> tuple[float, float]:
+    """Where the next batch starts reading the stream, and the stream seconds skipped (lost)
+    to get there. `clock` is where the last batch started or ended, 0 before the first:
+    with `keep_backlog` the stream is read on from there, outage or not; without, from when
+    the worker last came up, and what arrived in between is lost."""
+    if clock == 0:
+        return up_since, 0.0
+    if keep_backlog:
+        return clock, 0.0
+    started = max(up_since, clock)
+    return started, started - clock
+
+
 @ray.remote
 class StreamWorker:
     def __init__(self, batch_size: int, hidden: int, parameter_server: Any) -> None:
@@ -129,12 +142,8 @@ class StreamWorker:
         is virtual (the next batch starts where this one's last point arrived), so event-loop
         delays never slow the stream down."""
         arrival_s = np.cumsum(self.rng.exponential(1.0 / self.rate, self.batch_size))
-        if self.keep_backlog and self.clock > 0:
-            started = self.clock  # the outage's points wait in the stream
-        else:
-            started = max(self.up_since, self.clock)
-            if self.clock > 0:
-                self.lost_s += started - self.clock
+        started, skipped_s = stream_start(self.clock, self.up_since, self.keep_backlog)
+        self.lost_s += skipped_s
         self.clock = started  # a batch preempted half-way resumes (or loses) from here
         self.collecting = (started, arrival_s)
         changed = self.changed
