@@ -84,7 +84,8 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "--cluster-rescale-timeout", "3600", "--seed", str(args.seed), "--",
                     "--steps", str(args.steps), "--step-time", str(args.step_time)], at)
                 if code != 0:
-                    raise SystemExit(f"{mode}: the run failed:\n{''.join(log[-40:])}")
+                    tail = "\n".join(log[-40:])
+                    raise SystemExit(f"{mode}: the run failed:\n{tail}")
                 summary = json.loads((out / "summary.json").read_text())
             restarts = [r for r in summary["restarts"] if r["cause"] == "preemption"]
             resume = [r["time_to_resume_s"] for r in restarts if r["time_to_resume_s"]]

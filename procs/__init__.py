@@ -161,7 +161,7 @@ def follow(
                 line = raw.rstrip("\n")
                 lines.append(line)
                 on_line(line)
-            process.wait(timeout=60)
+            process.wait()
     finally:
         stop(process)
     if timed_out.is_set():

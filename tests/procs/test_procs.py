@@ -78,7 +78,20 @@ def test_follow_hands_over_each_line_while_the_process_runs(tmp_path: Path) -> N
 def test_follow_kills_a_silent_process_past_its_timeout() -> None:
     pids: list[int] = []
     script = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
-    with pytest.raises(TimeoutError, match=r"sleeper did not end within 0.5 s(.|\n)*\d+"):
-        follow([PY, "-c", script], lambda line: pids.append(int(line)), timeout_s=0.5,
+    with pytest.raises(TimeoutError, match=r"sleeper did not end within 3 s(.|\n)*\d+"):
+        follow([PY, "-c", script], lambda line: pids.append(int(line)), timeout_s=3,
                name="sleeper")
+    assert pids and not is_alive(pids[0])
+
+
+def test_follow_stops_the_process_when_the_caller_gives_up_on_a_line() -> None:
+    pids: list[int] = []
+
+    def first_line_only(line: str) -> None:
+        pids.append(int(line))
+        raise RuntimeError("seen enough")
+
+    script = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+    with pytest.raises(RuntimeError, match="seen enough"):
+        follow([PY, "-c", script], first_line_only, timeout_s=60, name="talker")
     assert pids and not is_alive(pids[0])

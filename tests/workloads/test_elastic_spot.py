@@ -41,8 +41,8 @@ def run(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
         "-m", "2", "--cluster-rescale-timeout", "600", "--notice-poll", "0.2", "--",
         "--steps", str(STEPS), "--step-time", "0.05", "--eval-every", "60"],
         interrupt_at=[INTERRUPT_AT_STEP], timeout_s=420)
-    assert code == 0, "".join(log[-60:])
-    assert len(interrupted) == 1, "".join(log[-60:])
+    assert code == 0, "\n".join(log[-60:])
+    assert len(interrupted) == 1, "\n".join(log[-60:])
     summary = json.loads((out / "summary.json").read_text())
     records = {path.stem: [json.loads(row) for row in path.read_text().splitlines()]
                for path in (out / "records").glob("*.jsonl")}
