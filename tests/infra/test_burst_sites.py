@@ -33,7 +33,6 @@ def _subnet_of(run: OfflineRun, instance: DeclaredResource) -> DeclaredResource:
     return subnet
 
 
-
 def _burst(run: OfflineRun) -> BurstConfig:
     burst = run.config.burst
     assert burst is not None, "the stack declares no burst sites"

@@ -61,7 +61,7 @@ def test_local_storage_copy(tmp_path: Path) -> None:
 
 
 @pytest.mark.subprocess
-def test_a_checkout_with_changed_tracked_files_is_recorded_as_dirty(
+def test_a_checkout_with_changed_or_new_files_is_recorded_as_dirty(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(GIT_COMMIT_ENV, raising=False)
@@ -70,10 +70,17 @@ def test_a_checkout_with_changed_tracked_files_is_recorded_as_dirty(
     (tmp_path / "train.py").write_text("steps = 1\n")
     subprocess.run([*git, "add", "train.py"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    (tmp_path / ".gitignore").write_text("results/\n")
+    subprocess.run([*git, "add", ".gitignore"], check=True)
+    subprocess.run([*git, "commit", "-qm", "two"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
                           text=True).stdout.strip()
-    (tmp_path / "notes.txt").write_text("untracked: not part of the code\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "summary.json").write_text("{}\n")  # ignored: not code
     assert git_commit(tmp_path) == head
+    (tmp_path / "model.py").write_text("layers = 2\n")  # a new module: code not in the commit
+    assert git_commit(tmp_path) == f"{head}+dirty"
+    (tmp_path / "model.py").unlink()
     (tmp_path / "train.py").write_text("steps = 2\n")
     assert git_commit(tmp_path) == f"{head}+dirty"
     assert git_commit(tmp_path / "missing") == "unknown"

@@ -15,23 +15,31 @@ GIT_COMMIT_ENV = "SPOTBURST_GIT_COMMIT"
 
 def git_commit(folder: Path | None = None) -> str:
     """The launcher's commit (passed in the job's environment), else the commit of the
-    checkout holding `folder` (this code's by default) with "+dirty" when tracked files differ
-    from it, else 'unknown' (a code folder uploaded without .git)."""
+    checkout holding `folder` (this code's by default), with "+dirty" when its files differ
+    from it (untracked ones too, ignored ones not); else 'unknown' (a code folder uploaded
+    without .git)."""
     passed = os.environ.get(GIT_COMMIT_ENV)
     if passed:
         return passed
     where = folder or Path(__file__).resolve().parent
     try:
         commit = _git(where, "rev-parse", "HEAD")
-        changed = _git(where, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    try:  # untracked files count: a new module is code the commit does not hold
+        changed = _git(where, "status", "--porcelain")
+    except (OSError, subprocess.CalledProcessError):
+        return f"{commit}+unknown-changes"
     return f"{commit}+dirty" if changed else commit
 
 
 def _git(folder: Path, *args: str) -> str:
     completed = subprocess.run(
-        ["git", *args], cwd=folder, capture_output=True, text=True, check=True
+        ["git", "--no-optional-locks", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return completed.stdout.strip()
 
