@@ -64,13 +64,20 @@ def spawn(
 
 @contextmanager
 def killed_after(process: subprocess.Popen[str], timeout_s: float) -> Iterator[threading.Event]:
-    """Kill `process` if the block is still running `timeout_s` from now; yields an event
-    that is set when it was killed so."""
+    """Kill `process` if the block is still running `timeout_s` from now (with the processes
+    it started, when it leads a session of its own, as `spawn` starts it: one of them may hold
+    its output pipe open); yields an event that is set when it was killed so."""
     timed_out = threading.Event()
 
     def give_up() -> None:
         timed_out.set()
-        process.kill()
+        try:
+            if os.getpgid(process.pid) == process.pid:
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
+        except ProcessLookupError:
+            pass
 
     timer = threading.Timer(timeout_s, give_up)
     timer.start()

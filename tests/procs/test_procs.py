@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 from procs import ProcessNotReady, follow, is_alive, running, spawn, stop, wait_for_line
+from tests.helpers.waiting import wait_until
 
 PY = sys.executable
 
@@ -95,3 +98,26 @@ def test_follow_stops_the_process_when_the_caller_gives_up_on_a_line() -> None:
     with pytest.raises(RuntimeError, match="seen enough"):
         follow([PY, "-c", script], first_line_only, timeout_s=60, name="talker")
     assert pids and not is_alive(pids[0])
+
+
+def test_follow_past_its_timeout_also_kills_what_the_process_started() -> None:
+    """A process the child started dies with it (one such might hold the output pipe open,
+    and the read would then wait for it)."""
+    pids: list[int] = []
+    script = "\n".join([
+        "import subprocess, sys, time",
+        "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],",
+        "                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)",
+        "print(grandchild.pid, flush=True)",
+        "time.sleep(60)",
+    ])
+    try:
+        with pytest.raises(TimeoutError):
+            follow([PY, "-c", script], lambda line: pids.append(int(line)), timeout_s=3,
+                   name="parent")
+        assert pids
+        wait_until(lambda: not is_alive(pids[0]), timeout_s=10, what="the grandchild gone")
+    finally:
+        for pid in pids:
+            if is_alive(pid):
+                os.kill(pid, signal.SIGKILL)
