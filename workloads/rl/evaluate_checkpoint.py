@@ -74,8 +74,8 @@ def run_options(checkpoint: Checkpoint) -> RlOptions:
                               f"{error}") from None
 
 
-def locate(options: RlEvaluateOptions) -> tuple[Storage, Checkpoint, RlOptions]:
-    """The run's storage, the checkpoint read from it and the run's options; OptionError
+def locate(options: RlEvaluateOptions) -> tuple[Path, Checkpoint, RlOptions]:
+    """The run's folder, the checkpoint read from it and the run's options; OptionError
     naming --run or --checkpoint for anything that is not there or not a checkpoint."""
     folder = Path(str(options.run))
     if not folder.is_dir():
@@ -94,7 +94,7 @@ def locate(options: RlEvaluateOptions) -> tuple[Storage, Checkpoint, RlOptions]:
         raise OptionError("--checkpoint", str(error)) from None
     except OptionError as error:  # the recorded env cannot be made here
         raise OptionError("--checkpoint", f"{name}: its {error}") from None
-    return storage, checkpoint, rl_options
+    return folder, checkpoint, rl_options
 
 
 def evaluate(options: RlEvaluateOptions, say: Callable[[str], None]) -> Storage:
@@ -102,7 +102,7 @@ def evaluate(options: RlEvaluateOptions, say: Callable[[str], None]) -> Storage:
     from workloads.rl.algorithm import policy_module, sac_config
     from workloads.rl.evaluation import policy_returns
 
-    storage, checkpoint, rl_options = locate(options)
+    run_folder, checkpoint, rl_options = locate(options)
     meta = checkpoint.meta
     recorded = meta.get("eval_return")
     say(f"{checkpoint.name}: iteration {meta.get('iteration')}, {meta.get('env_steps')} env "
@@ -139,10 +139,10 @@ def evaluate(options: RlEvaluateOptions, say: Callable[[str], None]) -> Storage:
     writer = ResultsWriter(WORKLOAD, options.out)
     writer.add_records("episodes", [{"seed": seed, "return": value}
                                     for seed, value in zip(seeds, returns, strict=True)])
-    folder = Path(str(options.run)) / checkpoint.name
+    files = run_folder / checkpoint.name
     document = provenance(
         options.parameters(),
-        {"checkpoint_state": folder / STATE_FILE, "checkpoint_meta": folder / META_FILE},
+        {"checkpoint_state": files / STATE_FILE, "checkpoint_meta": files / META_FILE},
         "local",
         {"first_env_seed": options.seed},
     )
