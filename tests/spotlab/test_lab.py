@@ -153,7 +153,9 @@ def test_two_labs_do_not_collide_and_an_exception_removes_one(lab: SpotLab) -> N
     with pytest.raises(RuntimeError, match="boom"):
         with spot_lab(SMALL) as other:
             state = snapshot(other.lab_id)
-            ours, theirs = lab.nodes(), other.nodes()
+            # the first lab's live nodes: spot-0, preempted earlier, released its ports
+            ours = [n for n in lab.nodes() if n["pid"] and procs.is_alive(n["pid"])]
+            theirs = other.nodes()
             assert not ({p for n in ours for p in n["ports"]}
                         & {p for n in theirs for p in n["ports"]})
             assert other.temp_dir != lab.temp_dir and other.ray_address != lab.ray_address
