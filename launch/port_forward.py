@@ -15,6 +15,7 @@ from tempfile import NamedTemporaryFile
 
 from launch.tunnel import tunnel
 from netem.ports import free_local_port
+from vocab.errors import UserError
 
 
 @contextmanager
@@ -28,7 +29,7 @@ def private_file(content: str, suffix: str) -> Iterator[Path]:
         Path(handle.name).unlink(missing_ok=True)
 
 
-class SecretUnreadable(RuntimeError):
+class SecretUnreadable(UserError, RuntimeError):
     """kubectl could not read the Secret's key (missing, no access, not base64)."""
 
 

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from vocab.errors import RunFailed
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 INSTALL_HINT = (
     "the Pulumi CLI is not installed: install it with "
@@ -15,7 +17,7 @@ INSTALL_HINT = (
 )
 
 
-class PulumiError(RuntimeError):
+class PulumiError(RunFailed, RuntimeError):
     """The Pulumi CLI is missing or failed; the message is one line a task can print."""
 
 

@@ -14,10 +14,11 @@ from ray._private.authentication.authentication_token_setup import (
 )
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from vocab.errors import RunFailed
 from workloads.common.transport import MARKER
 
 
-class JobFailed(RuntimeError):
+class JobFailed(RunFailed, RuntimeError):
     """The job ended in a state other than SUCCEEDED."""
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from vocab.errors import RunFailed
+
 DOCUMENT = "AWS-RunShellScript"
 TERMINAL = {"Success", "Failed", "Cancelled", "TimedOut", "DeliveryTimedOut", "Undeliverable",
             "Terminated", "InvalidPlatform", "AccessDenied"}
@@ -72,7 +74,7 @@ def run_script(
     return results
 
 
-class ParameterUnreadable(RuntimeError):
+class ParameterUnreadable(RunFailed, RuntimeError):
     """An SSM parameter the run needs could not be read."""
 
 

@@ -22,6 +22,7 @@ from launch.workload import WorkloadRun
 from spotlab.config import SpotLabConfig
 from spotlab.lab import spot_lab
 from stacks.outputs import read_ray_cluster_outputs
+from vocab.errors import UserError
 from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
@@ -33,7 +34,7 @@ LAB_RECORD = "spotlab"  # <out>/spotlab/{config.json,events.jsonl}: the lab a ru
 TOKEN_KEY = "auth_token"  # the key KubeRay's token Secret holds the Ray token under
 
 
-class TargetError(ValueError):
+class TargetError(UserError, ValueError):
     """Bad or contradictory target flags, or a stack without what a run needs."""
 
 

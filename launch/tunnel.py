@@ -6,11 +6,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import procs
+from vocab.errors import UserError
 
 READY_TIMEOUT_S = 60.0
 
 
-class TunnelFailed(RuntimeError):
+class TunnelFailed(UserError, RuntimeError):
     """The forwarding process is missing or ended before it forwarded."""
 
 

@@ -14,12 +14,13 @@ from netem.lab.lab import Progress, print_progress
 from netem.linkprobe import READY
 from netem.profile import Profile
 from vocab.burst import SITE_CLOUD, SITE_ONPREM
+from vocab.errors import RunFailed
 
 PROBE_PORT = 5201
 DIRECTIONS = ((SITE_ONPREM, SITE_CLOUD), (SITE_CLOUD, SITE_ONPREM))
 
 
-class MeasurementError(RuntimeError):
+class MeasurementError(RunFailed, RuntimeError):
     """A stream across the lab link did not complete."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, peer_site
+from vocab.errors import UserError
 
 NODE_SITE = {"Cloud": SITE_CLOUD, "HPCLogin": SITE_ONPREM, "HPCWorker": SITE_ONPREM}
 CONDITION_KEYS = ("rtt", "bandwidth", "jitter", "loss")
@@ -27,7 +28,7 @@ INTRA_ONPREM_MBIT = 900.0
 INTRA_CLOUD_MBIT = 5000.0
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError, ValueError):
     """A profile could not be resolved or is malformed; the message names what is wrong."""
 
 

@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from vocab.errors import RunFailed
+
 POLL_S = 0.05
 
 
-class ProcessNotReady(RuntimeError):
+class ProcessNotReady(RunFailed, RuntimeError):
     """The process ended, or did not print its ready line in time; carries its output's tail."""
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from vocab.errors import UserError
 from vocab.spot import POOL_HEAD, POOL_LEARNER, POOL_ON_DEMAND, POOL_SPOT, SPOT_WARNING_S
 from workloads.doll.trace import DEFAULT_TRACE, PriceTrace, TraceError, load_trace
 
@@ -20,7 +21,7 @@ MAX_NODES_PER_POOL = 16
 MIN_OBJECT_STORE_MB = 80
 
 
-class SpotLabConfigError(ValueError):
+class SpotLabConfigError(UserError, ValueError):
     """A bad lab setting; the message starts with the flag that names it."""
 
 

@@ -27,12 +27,13 @@ from netem.lab.processes import MARKER_ENV, marked_pids
 from spotlab.config import SpotLabConfig
 from spotlab.state import load_state, save_state, state_path
 from spotlab.supervisor import READY_LINE, lab_env, node_marker
+from vocab.errors import RunFailed
 
 START_TIMEOUT_S = 600.0
 Progress = Callable[[str], None]
 
 
-class SpotLabTeardownError(RuntimeError):
+class SpotLabTeardownError(RunFailed, RuntimeError):
     """Something the lab created is still there; its state file is kept for a retry."""
 
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from netem.lab.state import state_dir as two_site_state_dir
+from vocab.errors import UserError
 
 STATE_DIR_ENV = "SPOTBURST_SPOTLAB_STATE_DIR"
 
 
-class SpotLabNotFound(LookupError):
+class SpotLabNotFound(UserError, LookupError):
     """No recorded spot lab matches what was asked for."""
 
 

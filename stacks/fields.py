@@ -7,13 +7,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from vocab.errors import UserError
+
 RFC1918 = tuple(
     ipaddress.ip_network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 )
 _QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config value is missing or not allowed; the message names the key."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vocab.burst import ROLE_LOGIN, ROLES, SITE_CLOUD, SITE_ONPREM, SITES
+from vocab.errors import UserError
 
 REGION = "region"
 BUCKET_NAME = "bucketName"
@@ -70,7 +71,7 @@ def ray_cluster_outputs(experiment: str) -> tuple[str, ...]:
 Outputs = Mapping[str, Any]
 
 
-class StackOutputsError(ValueError):
+class StackOutputsError(UserError, ValueError):
     """A stack output a task needs is missing or has the wrong shape."""
 
 

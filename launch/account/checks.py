@@ -33,6 +33,7 @@ from launch.account.scale import (
     required_quotas,
 )
 from launch.account.usage import resolve_vcpus, usage_by_others
+from vocab.errors import RunFailed
 
 AWS_LOGIN_HINT = (
     "run `aws configure`, or `aws sso login --profile NAME` and `export AWS_PROFILE=NAME`"
@@ -150,7 +151,7 @@ def check_kubectl(eks_enabled: bool) -> CheckResult:
 # --- Service Quotas ---------------------------------------------------------------------------
 
 
-class QuotaUnreadable(RuntimeError):
+class QuotaUnreadable(RunFailed, RuntimeError):
     pass
 
 

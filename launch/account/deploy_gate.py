@@ -15,10 +15,12 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from vocab.errors import UserError
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
-class GateError(RuntimeError):
+class GateError(UserError, RuntimeError):
     """The gate could not run at all (no config file for the stack, a crash): one line."""
 
 

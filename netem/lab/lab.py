@@ -24,13 +24,14 @@ from netem.lab.state import LabNotFound, LabState, load_state
 from netem.profile import Profile
 from procs import interrupts_ignored, is_alive, sigterm_raises_interrupt, stop_pids
 from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN
+from vocab.errors import RunFailed, UserError
 
 
-class LabTeardownError(RuntimeError):
+class LabTeardownError(RunFailed, RuntimeError):
     """Something the lab created is still there; the state file is kept for a retry."""
 
 
-class LabUnavailable(RuntimeError):
+class LabUnavailable(UserError, RuntimeError):
     """This machine cannot build the lab (not root, no `ip netns`); nothing was started."""
 
 

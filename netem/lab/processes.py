@@ -11,6 +11,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from vocab.errors import RunFailed
+
 MARKER_ENV = "SPOTBURST_LAB"
 
 
@@ -39,5 +41,5 @@ def run_checked(argv: list[str], what: str) -> str:
     return completed.stdout
 
 
-class LabCommandError(RuntimeError):
+class LabCommandError(RunFailed, RuntimeError):
     """A command that builds or probes the lab failed."""

@@ -13,6 +13,7 @@ import procs
 from netem.lab.addressing import NodeSpec
 from netem.lab.state import LabState
 from vocab.burst import ROLE_LOGIN
+from vocab.errors import RunFailed
 from vocab.ports import RayPorts
 from vocab.ray_start import ray_start_args
 
@@ -20,7 +21,7 @@ PROBE_POLL_S = 0.2
 Watched = dict[str, subprocess.Popen[str]]
 
 
-class LabStartError(RuntimeError):
+class LabStartError(RunFailed, RuntimeError):
     """A lab process died or did not become ready; the message carries its log's tail."""
 
 

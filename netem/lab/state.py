@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vocab.errors import UserError
+
 STATE_DIR_ENV = "SPOTBURST_LAB_STATE_DIR"
 
 
@@ -48,7 +50,7 @@ class LabState:
         self.path.unlink(missing_ok=True)
 
 
-class LabNotFound(LookupError):
+class LabNotFound(UserError, LookupError):
     """No lab state matches what was asked for."""
 
 

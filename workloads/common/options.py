@@ -50,11 +50,13 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar
 
+from vocab.errors import UserError
+
 METADATA_KEY = "spotburst.option"
 T = TypeVar("T")
 
 
-class OptionError(ValueError):
+class OptionError(UserError, ValueError):
     """A bad value, named by its flag: `--workers: expected an integer ≥ 1, got 'abc'`."""
 
     def __init__(self, flag: str, problem: str) -> None:

@@ -13,12 +13,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from vocab.errors import UserError
+
 TRACES_DIR = Path(__file__).resolve().parent / "traces"
 DEFAULT_TRACE = TRACES_DIR / "c5.xlarge_ca-central-1_2021-02-19_2021-05-10.json"
 REQUIRED_FIELDS = ("AvailabilityZone", "ProductDescription", "SpotPrice", "Timestamp")
 
 
-class TraceError(ValueError):
+class TraceError(UserError, ValueError):
     """A trace file that cannot be used, with what was found in it."""
 
 

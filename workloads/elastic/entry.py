@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vocab.errors import UserError
 from workloads.elastic.loop import SETTINGS_KEY
 
 ENTRY_POINT = "train_loop_per_worker"
 MODULE_NAME = "spotburst_elastic_script"
 
 
-class ScriptError(ValueError):
+class ScriptError(UserError, ValueError):
     """The script cannot be run: missing, unreadable, or without the entry point."""
 
 

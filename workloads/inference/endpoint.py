@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from vocab.errors import UserError
 from vocab.ports import INFERENCE_COMMAND_PORT
 from workloads.common.storage import Storage
 
@@ -48,7 +49,7 @@ forever by a half-sent request)."""
 Command = Callable[..., dict[str, Any]]
 
 
-class ServiceError(RuntimeError):
+class ServiceError(UserError, RuntimeError):
     """The service is not up, did not answer, or refused a command (one line: why)."""
 
 

@@ -16,12 +16,14 @@ from typing import Any, cast
 
 import numpy as np
 
+from vocab.errors import UserError
+
 MODEL_SIZES: dict[str, tuple[int, ...]] = {"small": (32,), "medium": (256, 256),
                                            "large": (512, 512, 512)}
 """Hidden layer widths per model name."""
 
 
-class ModelFileError(ValueError):
+class ModelFileError(UserError, ValueError):
     """A file in the store is not a model, test set or label array this cluster can read."""
 
 

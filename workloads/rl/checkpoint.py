@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from vocab.errors import UserError
 from workloads.common.storage import Storage
 
 FORMAT = "spotburst-rl-checkpoint/1"
@@ -27,7 +28,7 @@ ARRAY_KEY = "__ndarray__"
 SAFE_KINDS = frozenset("biuf")  # bool, signed and unsigned integers, floats
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that is missing, of another format, or holds something not allowed."""
 
 
