@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from spotlab.options import lab_spec
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
@@ -43,6 +44,13 @@ class TargetOptions(StackTarget):
     address: str | None = option(
         None,
         "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
+    )
+    stall_timeout: float = option(
+        DEFAULT_STALL_TIMEOUT_S,
+        "seconds the run may print no progress before it is stopped (exit 1; Ray's own "
+        "messages do not count as progress)",
+        above=0.0,
+        maximum=86_400.0,
     )
 
     def __post_init__(self) -> None:

@@ -16,6 +16,7 @@ from ray._private.authentication.authentication_token_setup import (
 )
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from procs import interrupts_ignored
 from procs.journal import note_removed
 from vocab.errors import RunFailed, UserError
@@ -74,14 +75,31 @@ def token_headers(token: str | None) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {token}"} if token else None
 
 
-async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None]) -> None:
+async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None],
+                  watchdog: Watchdog) -> None:
+    """Show the job's log lines as they come, until the log ends; RunStalled once the job
+    printed no progress for the watchdog's timeout."""
     pending = ""
-    async for chunk in client.tail_job_logs(job_id):
+    chunks = client.tail_job_logs(job_id).__aiter__()
+    # waited for without a timeout of its own: cancelling the log's generator would end it
+    next_chunk = asyncio.ensure_future(chunks.__anext__())
+    while True:
+        done, _ = await asyncio.wait({next_chunk}, timeout=max(watchdog.remaining_s(), 0.1))
+        if not done:
+            watchdog.check()
+            continue
+        try:
+            chunk = next_chunk.result()
+        except StopAsyncIteration:
+            break
+        next_chunk = asyncio.ensure_future(chunks.__anext__())
         pending += chunk
         *lines, pending = pending.split("\n")
         for line in lines:
             if not line.startswith(MARKER):
+                watchdog.saw(line)
                 show(line)
+        watchdog.check()
     if pending and not pending.startswith(MARKER):
         show(pending)
 
@@ -95,6 +113,7 @@ def run_job(
     requirements: list[str] | None = None,
     token: str | None = None,
     python: str = "python",
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> str:
     """Submit `<python> <command>` and stream its log until it ends; returns the whole log.
     `requirements` (pinned) are pip-installed into the job's environment on the cluster.
@@ -111,7 +130,7 @@ def run_job(
     job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     show(f"submitted Ray job {job_id} to {address}")
     try:
-        asyncio.run(_follow(client, job_id, show))
+        asyncio.run(_follow(client, job_id, show, Watchdog(stall_timeout_s)))
     except BaseException:  # Ctrl-C, SIGTERM or a lost stream: the job must not run on
         with interrupts_ignored(), contextlib.suppress(Exception):  # a cluster gone too
             if client.stop_job(job_id):

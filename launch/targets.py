@@ -18,6 +18,7 @@ from launch import pulumi_cli
 from launch.port_forward import port_forward, private_file, read_secret
 from launch.ray_jobs import ClusterUnreachable, run_job
 from launch.requirements import pinned_requirements
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
 from netem.lab.processes import MARKER_ENV, marked_pids
@@ -61,23 +62,26 @@ def run_workload(
     out: Path | None = None,
     show: Callable[[str], None] = print,
     lab: SpotLabConfig | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> Path:
     """Run the workload on the chosen target; returns the local results folder. Without
     `--address`/`--stack`, a spot workload (`lab` given) runs on a new local spot lab, any
-    other in a Ray started here."""
+    other in a Ray started here. A run that prints no progress for `stall_timeout_s` is
+    stopped (RunStalled)."""
     if address and stack:
         raise TargetError("give --address or --stack, not both")
     local_out = fresh_results_folder(out, run.name)
     if stack:
         with stack_remote(stack, run.name) as remote:
-            run_remote(run, remote, local_out, show)
+            run_remote(run, remote, local_out, show, stall_timeout_s)
     elif address:
+        remote = Remote(address=address, label=f"address:{address}")
         try:
-            run_remote(run, Remote(address=address, label=f"address:{address}"), local_out, show)
+            run_remote(run, remote, local_out, show, stall_timeout_s)
         except ClusterUnreachable as error:
             raise TargetError(f"--address: {error}") from None
     elif lab is not None:
-        run_on_spot_lab(run, lab, local_out, show)
+        run_on_spot_lab(run, lab, local_out, show, stall_timeout_s)
     else:
         run_local(run, local_out, show)
     return local_out
@@ -118,7 +122,8 @@ def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = p
 
 
 def run_on_spot_lab(
-    run: WorkloadRun, config: SpotLabConfig, local_out: Path, show: Callable[[str], None]
+    run: WorkloadRun, config: SpotLabConfig, local_out: Path, show: Callable[[str], None],
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """A new spot lab for this run: the workload is a Ray Job on the lab's dashboard (the
     same path as --address, with the lab's token), the lab's config and events are kept in
@@ -129,7 +134,7 @@ def run_on_spot_lab(
         remote = Remote(address=lab.dashboard_url, label=f"spotlab:{lab.lab_id}",
                         token=lab.token(), same_python=True)
         try:
-            run_remote(run, remote, local_out, show)
+            run_remote(run, remote, local_out, show, stall_timeout_s)
         finally:
             record = LocalStorage(local_out)
             record.write_bytes(f"{LAB_RECORD}/config.json",
@@ -139,7 +144,8 @@ def run_on_spot_lab(
 
 
 def run_remote(
-    run: WorkloadRun, remote: Remote, local_out: Path, show: Callable[[str], None]
+    run: WorkloadRun, remote: Remote, local_out: Path, show: Callable[[str], None],
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """A Ray Job on `remote.address`; results come back through the bucket when there is
     one, else through the job's log."""
@@ -165,6 +171,7 @@ def run_remote(
         log = run_job(
             remote.address, folder, command, env, show,
             requirements=requirements, token=remote.token, python=python,
+            stall_timeout_s=stall_timeout_s,
         )
     destination = LocalStorage(local_out)
     if remote.bucket:
