@@ -620,6 +620,19 @@ def files_ls(c: Context) -> None:
     print("\n".join(_inference(ls)) or "(no files)")
 
 
+@task(help={"dir": "Local folder to write the files into",
+            "repeat": "The held-out digits (450) repeated this often in the test set"})
+def files_demo(c: Context, dir: str, repeat: int = 1) -> None:  # noqa: A002 - the flag
+    """Write the demo's model, test set and labels (small_model.npz, small_testset.npy,
+    small_label.npy: a small network trained on scikit-learn's digits, its held-out digits
+    and their labels) into DIR, ready for files-put (file formats: docs/inference.md)."""
+    from pathlib import Path
+
+    from launch.inference import files_demo as demo
+
+    print("\n".join(_inference(lambda: demo(Path(dir), repeat))))
+
+
 @task
 def members(c: Context) -> None:
     """The service's Ray nodes and workers, with their state."""
