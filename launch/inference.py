@@ -41,6 +41,7 @@ from workloads.inference.options import (
     InferenceOptions,
     JobOptions,
     ServiceOptions,
+    check_name,
     parse_command,
 )
 
@@ -374,6 +375,7 @@ def job_add(name: str, job: JobOptions) -> dict[str, Any]:
 def files_put(local: Path, name: str) -> str:
     from workloads.inference.files import files_put as put
 
+    _check_store_name(name)
     record = ServiceRecord.load()
     with store_errors(record.store):
         size = put(record.files(), local, name)
@@ -383,10 +385,18 @@ def files_put(local: Path, name: str) -> str:
 def files_get(name: str, local: Path) -> str:
     from workloads.inference.files import files_get as get
 
+    _check_store_name(name)
     record = ServiceRecord.load()
     with store_errors(record.store):
         size = get(record.files(), name, local)
     return f"got {name} into {local} ({size} bytes)"
+
+
+def _check_store_name(name: str) -> None:
+    try:
+        check_name("NAME", name)
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
 
 
 def files_ls() -> list[str]:

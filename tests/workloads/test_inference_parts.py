@@ -235,3 +235,51 @@ def test_the_rate_dip_and_the_seconds_until_it_is_back_within_5_percent() -> Non
     assert recovery(times, [100.0] * 7, at=2.5)["recovered_s"] == 0.0
     assert recovery(times, [100.0, 100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
                     at=2.5)["recovered_s"] is None
+
+
+def test_the_summary_counts_a_planted_lost_and_duplicated_answer(tmp_path: object) -> None:
+    """The experiment's exactly-once check on a store whose merged output lost query 1 and
+    answered query 2 twice: both counted, beside what the service reported."""
+    import json
+    from pathlib import Path
+
+    from workloads.common.storage import LocalStorage
+    from workloads.inference.experiment import exactly_once
+
+    assert isinstance(tmp_path, Path)
+    store = LocalStorage(tmp_path)
+    model = Mlp((np.array([[1.0, 0.0], [0.0, 1.0]], np.float32),),
+                (np.zeros(2, np.float32),))
+    queries = np.array([[1, 0], [0, 1], [2, 0], [0, 3]], np.float32)
+    store.write_bytes("files/tiny_model", model.to_bytes())
+    store.write_bytes("files/tiny_testset", array_to_bytes(queries))
+    store.write_bytes("files/tiny_label", array_to_bytes(np.array([0, 1, 0, 0])))
+    job = {"run_id": "tiny-0123abcd", "reruns": 2, "duplicates_discarded": 1}
+
+    def output(ids: list[int], predictions: list[int]) -> dict[str, object]:
+        store.write_bytes("jobs/tiny-0123abcd/output.json",
+                          json.dumps({"ids": ids, "predictions": predictions}).encode())
+        return exactly_once(store, job, "tiny")
+
+    exact = output([0, 1, 2, 3], [0, 1, 0, 1])
+    assert exact["ok"] and (exact["lost"], exact["duplicated"]) == (0, 0)
+    assert exact["accuracy"] == 0.75 and exact["reruns"] == 2
+    planted = output([0, 2, 2, 3], [0, 0, 0, 1])
+    assert not planted["ok"]
+    assert (planted["lost"], planted["duplicated"], planted["mismatched"]) == (1, 1, 0)
+    assert planted["duplicates_discarded"] == 1
+
+
+def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
+    from benchmarks.inference_fairness import verdicts
+
+    fair = {"run": "2 jobs fair", "spread_max": 1.03, "lost": 0, "duplicated": 0,
+            "mismatched": 0, "exactly_once": True}
+    assert all(met for _, met in verdicts([fair], {"members": 0.1}, []))
+    for change in ({"spread_max": 1.06}, {"spread_max": None}, {"exactly_once": False}):
+        checks = verdicts([{**fair, **change}], {}, [])
+        assert not all(met for _, met in checks), change
+    assert not all(met for _, met in verdicts([fair], {"members": 2.5}, []))
+    assert not all(met for _, met in verdicts([], {}, [("job-start j", 0.3, 0.4, 0, 2)]))
+    fcfs = {**fair, "run": "2 jobs fcfs", "spread_max": None}  # no spread target for fcfs
+    assert all(met for _, met in verdicts([fcfs], {}, []))

@@ -354,7 +354,7 @@ class Coordinator:
         index = int(part["sub_job"])
         job.done[index] = part
         job.completions.append((float(part["finished_at"]), len(part["predictions"]),
-                                float(sum(part["latencies_s"]))))
+                                float(part["busy_s"])))
 
     # --- the scheduling loop ----------------------------------------------------------------
 
@@ -502,7 +502,6 @@ class Coordinator:
                 self.scheduler.leave(job.name)
             return
         now = time.time()
-        busy = now - flight.dispatched_at
         if slot.state == "busy":
             slot.state = "idle"
         slot.job, slot.sub_job, slot.since = None, None, now
@@ -512,7 +511,7 @@ class Coordinator:
             job.duplicates += 1  # answered before (by an earlier incarnation's worker)
             return
         job.done[flight.sub_job] = part
-        job.completions.append((now, len(part["predictions"]), busy))
+        job.completions.append((now, len(part["predictions"]), float(part["busy_s"])))
         if len(job.done) == job.sub_jobs and job.state == "running":
             self._finish(job)
 

@@ -43,7 +43,8 @@ def check_part(part: Any, run_id: str, sub_jobs: int, batch_size: int,
             and len(ids) <= min(batch_size, queries)
             and all(isinstance(v, int) for v in ids + predictions)
             and all(isinstance(v, int | float) for v in latencies)
-            and isinstance(part.get("finished_at"), int | float)):
+            and isinstance(part.get("finished_at"), int | float)
+            and isinstance(part.get("busy_s"), int | float)):
         return None
     return part
 
@@ -78,6 +79,7 @@ class InferenceWorker:
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         """Answer queries [first, first + count) of the task's test set."""
+        began_run = time.perf_counter()
         model = self._model(task["model"])
         queries = self._array(task["testset"])[task["first"]:task["first"] + task["count"]]
         predictions: list[int] = []
@@ -89,7 +91,8 @@ class InferenceWorker:
         ids = list(range(task["first"], task["first"] + len(predictions)))
         part = {"run_id": task["run_id"], "sub_job": task["sub_job"], "first": task["first"],
                 "ids": ids, "predictions": predictions, "latencies_s": latencies,
-                "worker": self.name, "finished_at": time.time()}
+                "worker": self.name, "finished_at": time.time(),
+                "busy_s": time.perf_counter() - began_run}
         self.store.write_bytes(part_name(task["run_id"], task["sub_job"]),
                                json.dumps(part).encode())
         return part
