@@ -367,18 +367,19 @@ def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
     incarnation = 1
     call("job_add", "keep", "small_model", "small_testset", "small_label", 5)
     incarnation = _kill_coordinator_and_wait("job_add")
-    for args in REFUSED_OVER_HTTP:  # each refused, nothing stored, the restart is clean
-        status, answer = _post(store, b'{"method": "job_add", "args": ' + args + b"}")
+    for raw_args in REFUSED_OVER_HTTP:  # each refused, nothing stored, the restart is clean
+        status, answer = _post(store, b'{"method": "job_add", "args": ' + raw_args + b"}")
         assert status == 400 and not answer["ok"], answer
         assert "b" not in call("job_status")["jobs"]
-        incarnation = _kill_coordinator_and_wait(f"job_add {args[-40:]!r}")
-    for method, args, expected in (
+        incarnation = _kill_coordinator_and_wait(f"job_add {raw_args[-40:]!r}")
+    refusals: tuple[tuple[str, tuple[Any, ...], str], ...] = (
             ("job_start", ("ghost",), "unknown job 'ghost'"),
             ("job_add", ("keep", "small_model", "small_testset", "small_label", 5),
              "already exists"),
             ("job_add", ("c", "small_label", "small_testset", "small_label", 5),
              "not a model file"),
-            ("job_stop", ("keep",), "not running")):
+            ("job_stop", ("keep",), "not running"))
+    for method, args, expected in refusals:
         with pytest.raises(ServiceError, match=expected):
             call(method, *args)
         incarnation = _kill_coordinator_and_wait(f"the refused {method}")
@@ -386,22 +387,23 @@ def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
     planted = Job("bad", "small_model", "small_testset", "small_label", 10, 450).record()
     store.write_bytes("service/jobs/bad.json",
                       json.dumps({**planted, "batch_size": 1.5}).encode())
-    for method, args in (("job_start", ("keep",)), ("job_stop", ("keep",)),
-                         ("job_status", ()), ("members", ()), ("job_start", ("keep",)),
-                         ("job_add", ("other", "small_model", "small_testset",
-                                      "small_label", 50)),
-                         ("job_remove", ("other",))):
+    commands: tuple[tuple[str, tuple[Any, ...]], ...] = (
+        ("job_start", ("keep",)), ("job_stop", ("keep",)), ("job_status", ()), ("members", ()),
+        ("job_start", ("keep",)),
+        ("job_add", ("other", "small_model", "small_testset", "small_label", 50)),
+        ("job_remove", ("other",)))
+    for method, args in commands:
         assert call(method, *args)["ok"]
         incarnation = _kill_coordinator_and_wait(method)
-    status = call("job_status")
-    assert "--batch-size" in status["skipped"]["bad"]
-    assert set(status["jobs"]) == {"keep"}
+    listed = call("job_status")
+    assert "--batch-size" in listed["skipped"]["bad"]
+    assert set(listed["jobs"]) == {"keep"}
     with pytest.raises(ServiceError, match="job 'bad' was skipped"):
         call("job_start", "bad")
     assert call("job_remove", "bad")["removed"]
     assert incarnation == 1 + 1 + len(REFUSED_OVER_HTTP) + 4 + 7
-    final = wait_until(lambda: (status := _status_or_none()) and status["jobs"]["keep"][
-        "state"] == "done" and status["jobs"]["keep"], 120.0, "the job done")
+    final = wait_until(lambda: (answer := _status_or_none()) and answer["jobs"]["keep"][
+        "state"] == "done" and answer["jobs"]["keep"], 120.0, "the job done")
     merged = _read_output(store, final["run_id"])
     assert merged["ids"] == list(range(18_000)) and final["processed"] == 18_000
     model = Mlp.from_bytes(store.read_bytes("files/small_model"))
