@@ -173,19 +173,19 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
 
     rebalance_s: float = option(1.0, "seconds between fair-share rebalances",
                                 flag="--rebalance", above=0.0)
-    window_s: float = option(10.0, "seconds of the query-rate window", flag="--window",
+    window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
     jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
                        "the medium one)", minimum=2, maximum=3)
     batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
-    repeat: int = option(200, "the held-out digits (450) repeated this often per test set",
+    repeat: int = option(300, "the held-out digits (450) repeated this often per test set",
                          minimum=1, maximum=10_000)
     fail_workers: int = option(2, "busy workers killed at the same moment during the run "
                                "(0: none)", minimum=0, maximum=64)
     fail_coordinator: int = option(1, "1: kill the coordinator at the same moment as the "
                                    "workers (Ray restarts it, it resumes from the store); "
                                    "0: not", minimum=0, maximum=1)
-    fail_after_s: float = option(15.0, "seconds after the jobs start that the failures hit",
+    fail_after_s: float = option(8.0, "seconds after the jobs start that the failures hit",
                                  flag="--fail-after", minimum=0.0)
     seed: int = option(0, "seed of the models' training and the data split", minimum=0)
 
