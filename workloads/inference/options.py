@@ -178,7 +178,7 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
                        "the medium one)", minimum=2, maximum=3)
     batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
-    repeat: int = option(300, "the held-out digits (450) repeated this often per test set",
+    repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
                          minimum=1, maximum=10_000)
     fail_workers: int = option(2, "busy workers killed at the same moment during the run "
                                "(0: none)", minimum=0, maximum=64)
