@@ -32,9 +32,11 @@ from workloads.common.options import OptionError, OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
 from workloads.inference.options import (
+    DEMO_SPEC,
     INFERENCE_SPEC,
     JOB_SPEC,
     SERVICE_SPEC,
+    DemoOptions,
     InferenceOptions,
     ServiceOptions,
 )
@@ -620,17 +622,14 @@ def files_ls(c: Context) -> None:
     print("\n".join(_inference(ls)) or "(no files)")
 
 
-@task(help={"dir": "Local folder to write the files into",
-            "repeat": "The held-out digits (450) repeated this often in the test set"})
-def files_demo(c: Context, dir: str, repeat: int = 1) -> None:  # noqa: A002 - the flag
+@options_task(DEMO_SPEC)
+def files_demo(c: Context, options: DemoOptions) -> None:
     """Write the demo's model, test set and labels (small_model.npz, small_testset.npy,
     small_label.npy: a small network trained on scikit-learn's digits, its held-out digits
-    and their labels) into DIR, ready for files-put (file formats: docs/inference.md)."""
-    from pathlib import Path
-
+    and their labels) into --dir, ready for files-put (file formats: docs/inference.md)."""
     from launch.inference import files_demo as demo
 
-    print("\n".join(_inference(lambda: demo(Path(dir), repeat))))
+    print("\n".join(_inference(lambda: demo(options))))
 
 
 @task
@@ -703,7 +702,9 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
                   target: TargetOptions) -> None:
     """The inference experiment in one command: the service up on a new spot lab (or
     --address/--stack), models and test sets into its store, two (--jobs 3: three) jobs of
-    different cost with fair share, the failures when asked, results and figures."""
+    different cost with fair share, two busy workers and the coordinator killed together
+    (--fail-workers, --fail-coordinator), every answer checked, results and figures
+    (docs/inference.md)."""
     from launch.inference import run_inference as run
     from launch.port_forward import SecretUnreadable
     from launch.ray_jobs import JobFailed

@@ -38,6 +38,7 @@ from workloads.inference.endpoint import (
 from workloads.inference.files import files_storage, store_errors
 from workloads.inference.options import (
     INFERENCE_SPEC,
+    DemoOptions,
     InferenceOptions,
     JobOptions,
     ServiceOptions,
@@ -407,19 +408,19 @@ def files_ls() -> list[str]:
         return ls(record.files())
 
 
-def files_demo(folder: Path, repeat: int = 1) -> list[str]:
+def files_demo(options: DemoOptions) -> list[str]:
     """The demo's model, test set and labels (the small network on the held-out digits) as
     local files for files-put; one line per file written."""
     from workloads.inference.models import write_demo_files
 
-    if folder.exists() and not folder.is_dir():
-        raise ServiceError(f"DIR {str(folder)!r}: a file, not a folder")
-    if repeat < 1:
-        raise ServiceError(f"--repeat: expected an integer ≥ 1, got {repeat}")
     try:
-        written = write_demo_files(folder, repeat=repeat)
+        folder = options.folder()
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
+    try:
+        written = write_demo_files(folder, repeat=options.repeat)
     except OSError as error:
-        raise ServiceError(f"DIR {str(folder)!r}: {one_line(error)}") from None
+        raise ServiceError(f"--dir {str(folder)!r}: {one_line(error)}") from None
     return [f"wrote {path} ({path.stat().st_size} bytes)" for path in written]
 
 

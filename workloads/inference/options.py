@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -126,6 +127,29 @@ class JobOptions:
 
 
 JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a job.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoOptions:
+    dir: str | None = option(None, "local folder to write the files into (required)")
+    repeat: int = option(1, "the held-out digits (450) repeated this often in the test set",
+                         minimum=1, maximum=10_000)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def folder(self) -> Path:
+        """The folder; OptionError when --dir is not given or names a file."""
+        if not self.dir:
+            raise OptionError("--dir", "required: the local folder to write the files into")
+        folder = Path(self.dir)
+        if folder.exists() and not folder.is_dir():
+            raise OptionError("--dir", f"{self.dir!r} is a file, not a folder")
+        return folder
+
+
+DEMO_SPEC = OptionSpec(DemoOptions, prog="invoke files-demo",
+                       description="Write the demo's files.")
 
 
 @dataclass(frozen=True)
