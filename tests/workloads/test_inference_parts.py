@@ -283,3 +283,24 @@ def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
     assert not all(met for _, met in verdicts([], {}, [("job-start j", 0.3, 0.4, 0, 2)]))
     fcfs = {**fair, "run": "2 jobs fcfs", "spread_max": None}  # no spread target for fcfs
     assert all(met for _, met in verdicts([fcfs], {}, []))
+
+
+def test_a_store_is_one_every_node_of_the_cluster_reaches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative folder is each node's own (the bug that failed every default run); a
+    folder is shared only by nodes on one machine; s3:// by any."""
+    from workloads.inference import service
+
+    def nodes(*hosts: str) -> None:
+        monkeypatch.setattr(service.ray, "nodes", lambda: [
+            {"NodeManagerAddress": host, "Alive": True} for host in hosts]
+            + [{"NodeManagerAddress": "10.9.9.9", "Alive": False}])
+
+    nodes("127.0.0.1", "127.0.0.1", "127.0.0.1")  # the local lab
+    service.check_store_reaches_every_node("/abs/store")
+    with pytest.raises(service.ServiceError, match="a relative folder is each node's own"):
+        service.check_store_reaches_every_node("results/inference/x/store")
+    nodes("10.0.0.1", "10.0.0.2")
+    with pytest.raises(service.ServiceError, match="not shared by this cluster's 2 machines"):
+        service.check_store_reaches_every_node("/abs/store")
+    service.check_store_reaches_every_node("s3://bucket/store")
