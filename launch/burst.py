@@ -23,6 +23,7 @@ from netem.lab import LabDescription, require_lab_support, two_site_lab
 from netem.profile import Profile, load_profile
 from stacks.outputs import BURST_TOKEN_PARAMETER, StackOutputsError, read_burst_outputs
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, site_of
+from vocab.errors import RunFailed
 from vocab.ports import DASHBOARD_PORT
 from workloads.burst.figures import draw, draw_sweep
 from workloads.burst.options import BURST_SPEC, BurstOptions
@@ -145,7 +146,7 @@ def run_driver(
     finally:
         procs.stop(driver, grace_s=20)
     if code != 0:
-        raise RuntimeError(f"the burst driver exited with status {code}")
+        raise RunFailed(f"the burst driver exited with status {code} (its output is above)")
 
 
 def write_shaping(local_out: Path, shaping: dict[str, Any]) -> None:
@@ -173,7 +174,7 @@ def shaped_rate(statuses: list[NodeStatus]) -> float:
     rates = {s.rate_mbit for s in statuses
              if site_of(s.role) == SITE_ONPREM and s.rate_mbit is not None}
     if len(rates) != 1:
-        raise RuntimeError(f"the on-prem burst nodes were not shaped to one rate: {rates}")
+        raise RunFailed(f"the on-prem burst nodes were not shaped to one rate: {rates}")
     return rates.pop()
 
 
@@ -219,7 +220,7 @@ def run_on_stack(
     show(format_statuses(statuses))
     try:
         if not all(status.ok for status in statuses):
-            raise RuntimeError("shaping the burst nodes failed (see above); nothing was run")
+            raise RunFailed("shaping the burst nodes failed (see above); nothing was run")
         run = stack_run(options, profile, burst.bucket_name, shaped_rate(statuses))
         token = read_secure_parameter(ssm, burst.token_parameter)
         with ssm_port_forward(burst.login_instance, DASHBOARD_PORT, burst.region) as port:
@@ -245,8 +246,6 @@ def sweep_burst(
     lab: BurstLabOptions | None = None,
 ) -> Path:
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
-    if not bandwidths:
-        raise ValueError("--bw names no bandwidth")
     folder = fresh_results_folder(out, "burst-sweep")
     runs = []
     for bw in bandwidths:

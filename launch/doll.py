@@ -24,6 +24,7 @@ def run_doll(
     target = target or TargetOptions()
     load_trace(options.trace, options.zone, options.product)
     run = workload_run("doll", "workloads.doll", DOLL_SPEC, options)
-    folder = run_workload(run, target.address, target.stack, target.out, show)
+    folder = run_workload(run, target.address, target.stack, target.out, show,
+                          stall_timeout_s=target.stall_timeout)
     draw(folder)
     return folder

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from spotlab.options import lab_spec
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
@@ -14,6 +15,11 @@ BW_HELP = (
     "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
     "(31/55/83/106/160/210), any other positive number shapes to exactly that"
 )
+MAX_BW_MBIT = 10_000.0
+"""The fastest cross-site link a lab or a stack's tc shaping is asked for (10 Gbit/s)."""
+PROFILE_HELP = "profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
+STACK_HELP = "Pulumi stack name (its config is Pulumi.<stack>.yaml)"
+ENDPOINT_HELP = "AWS endpoint URL (only for a local stand-in such as moto_server)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +45,13 @@ class TargetOptions(StackTarget):
         None,
         "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
     )
+    stall_timeout: float = option(
+        DEFAULT_STALL_TIMEOUT_S,
+        "seconds the run may print no progress before it is stopped (exit 1; Ray's own "
+        "messages do not count as progress)",
+        above=0.0,
+        maximum=86_400.0,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -51,8 +64,8 @@ class BurstLabOptions:
     """The local two-site lab a burst run brings up (ignored with --stack)."""
 
     cloud_nodes: int = option(1, "local lab: number of cloud Ray nodes", minimum=1, maximum=8)
-    hpc_cpus: int = option(2, "local lab: CPUs of the HPC worker node", minimum=1)
-    cloud_cpus: int = option(2, "local lab: CPUs of each cloud node", minimum=1)
+    hpc_cpus: int = option(2, "local lab: CPUs of the HPC worker node", minimum=1, maximum=64)
+    cloud_cpus: int = option(2, "local lab: CPUs of each cloud node", minimum=1, maximum=64)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -60,7 +73,7 @@ class BurstLabOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class BurstRunTarget(StackTarget):
-    bw: float = option(30.0, BW_HELP, above=0.0)
+    bw: float = option(30.0, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +82,7 @@ class BurstSweepTarget(StackTarget):
         (30.0, 50.0, 100.0, 150.0, 200.0),
         "comma-separated cross-site bandwidths in Mbit/s, one run each",
         above=0.0,
+        maximum=MAX_BW_MBIT,
     )
 
 
@@ -83,3 +97,152 @@ BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
 # its time restarting (measured; README, "Elastic training on spot").
 ELASTIC_LAB_REFRESH_S = 0.5
 ELASTIC_LAB_SPEC = lab_spec("ElasticLabOptions", refresh=ELASTIC_LAB_REFRESH_S)
+
+
+# --- the flags of the tasks that run no workload ---------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackOptions:
+    stack: str = option("dev", STACK_HELP)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not self.stack.strip():
+            raise OptionError("--stack", "expected a stack name, got ''")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsStackOptions(StackOptions):
+    endpoint_url: str | None = option(None, ENDPOINT_HELP)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployOptions(AwsStackOptions):
+    yes: bool = option(False, "skip the confirmation prompts (the budget's and Pulumi's)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputsOptions(StackOptions):
+    show_secrets: bool = option(False, "also print secret outputs (the kubeconfig)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestOptions:
+    quick: bool = option(
+        False, "local check in well under a minute: ruff and the tests that start no Ray, "
+        "lab, moto_server or other process and compute little (pytest markers); no mypy. "
+        "CI runs everything")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetchPricesOptions:
+    instance_type: str = option("c5.xlarge", "EC2 instance type")
+    region: str = option("us-east-1", "AWS region")
+    days: float = option(90.0, "how many days back from now (EC2 keeps 90)", above=0.0,
+                         maximum=90.0)
+    out: Path | None = option(None, "JSON file to write (not set: "
+                              "spot-prices/<type>_<region>_<days>d.json)")
+    endpoint_url: str | None = option(None, ENDPOINT_HELP)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def target(self) -> Path:
+        return self.out or Path(
+            f"spot-prices/{self.instance_type}_{self.region}_{self.days:g}d.json")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BandwidthOptions:
+    """A cross-site link: a seed profile by name or file, or a bandwidth (exactly one)."""
+
+    bw: float | None = option(None, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
+    profile: str | None = option(None, PROFILE_HELP)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoSiteLabOptions(BandwidthOptions, BurstLabOptions):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabIdOptions:
+    lab: str | None = option(None, "lab id (needed only when several labs are recorded)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureLinkOptions(BandwidthOptions):
+    out: Path | None = option(None, "folder for link.json (not set: "
+                              "results/measure-link/<timestamp>)")
+    seconds: float = option(4.0, "seconds of streaming per direction", above=0.0,
+                            maximum=600.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetemOptions(StackOptions, BandwidthOptions):
+    reset: bool = option(False, "remove the shaping from every burst node instead")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.reset and (self.bw is not None or self.profile is not None):
+            raise OptionError("--reset", "give --reset alone, or --profile/--bw without it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpotLabStatusOptions(LabIdOptions):
+    json: bool = option(False, "print the status as JSON")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpotLabDownOptions(LabIdOptions):
+    save_events: Path | None = option(None, "copy the lab's events.jsonl here before "
+                                      "removing the lab")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileTransferOptions:
+    local: Path | None = option(None, "local file")
+    name: str | None = option(None, "name in the service's file store")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for flag, value in (("--local", self.local), ("--name", self.name)):
+            if value is None or not str(value).strip():
+                raise OptionError(flag, "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobNameOptions:
+    name: str | None = option(None, "job name")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not (self.name or "").strip():
+            raise OptionError("--name", "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStatusOptions:
+    name: str | None = option(None, "job name (not set: every job)")
+    json: bool = option(False, "print the status as JSON")
+
+
+STACK_SPEC = OptionSpec(StackOptions)
+AWS_STACK_SPEC = OptionSpec(AwsStackOptions)
+DEPLOY_SPEC = OptionSpec(DeployOptions)
+OUTPUTS_SPEC = OptionSpec(OutputsOptions)
+TEST_SPEC = OptionSpec(TestOptions)
+FETCH_PRICES_SPEC = OptionSpec(FetchPricesOptions)
+TWO_SITE_LAB_SPEC = OptionSpec(TwoSiteLabOptions)
+LAB_ID_SPEC = OptionSpec(LabIdOptions)
+MEASURE_LINK_SPEC = OptionSpec(MeasureLinkOptions)
+NETEM_SPEC = OptionSpec(NetemOptions)
+SPOT_LAB_STATUS_SPEC = OptionSpec(SpotLabStatusOptions)
+SPOT_LAB_DOWN_SPEC = OptionSpec(SpotLabDownOptions)
+FILE_TRANSFER_SPEC = OptionSpec(FileTransferOptions)
+JOB_NAME_SPEC = OptionSpec(JobNameOptions)
+JOB_STATUS_SPEC = OptionSpec(JobStatusOptions)

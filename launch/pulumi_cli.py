@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from vocab.errors import RunFailed
+from vocab.errors import UserError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 INSTALL_HINT = (
@@ -17,7 +17,7 @@ INSTALL_HINT = (
 )
 
 
-class PulumiError(RunFailed, RuntimeError):
+class PulumiError(UserError, RuntimeError):
     """The Pulumi CLI is missing or failed; the message is one line a task can print."""
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import boto3
 
+from vocab.errors import UserError
+
 TRACE_FIELDS = ("AvailabilityZone", "InstanceType", "ProductDescription", "SpotPrice", "Timestamp")
 
 
@@ -22,8 +24,6 @@ def fetch_spot_prices(
     now: datetime | None = None,
 ) -> int:
     """Write every spot price record of the last `days` days to `out`; returns the count."""
-    if days <= 0:
-        raise ValueError(f"--days must be positive, got {days}")
     end = now or datetime.now(UTC)
     client: Any = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
     records: list[dict[str, str]] = []
@@ -37,7 +37,7 @@ def fetch_spot_prices(
             record["Timestamp"] = item["Timestamp"].isoformat()
             records.append(record)
     if not records:
-        raise RuntimeError(
+        raise UserError(
             f"EC2 returned no spot prices for {instance_type} in {region} over {days} days"
         )
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import yaml
 
+from vocab.errors import UserError
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+class StackConfigMissing(UserError, FileNotFoundError):
+    """The stack has no config file."""
 
 
 def stack_config_file(stack: str) -> Path:
@@ -19,7 +25,7 @@ def read_stack_config(stack: str) -> dict[str, str]:
     """`Pulumi.<stack>.yaml` as the raw config the Pulumi engine hands the program."""
     path = stack_config_file(stack)
     if not path.exists():
-        raise FileNotFoundError(f"no config for stack {stack!r}: {path} does not exist")
+        raise StackConfigMissing(f"no config for stack {stack!r}: {path} does not exist")
     document = yaml.safe_load(path.read_text()) or {}
     values = document.get("config") or {}
     return {

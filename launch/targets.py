@@ -5,7 +5,7 @@ a port-forward, results through its bucket). Results always land in the same loc
 from __future__ import annotations
 
 import json
-import subprocess
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,16 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import procs
 from launch import pulumi_cli
 from launch.port_forward import port_forward, private_file, read_secret
-from launch.ray_jobs import run_job
+from launch.ray_jobs import ClusterUnreachable, run_job
 from launch.requirements import pinned_requirements
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
+from netem.lab.processes import MARKER_ENV, marked_pids
+from procs.journal import note_removed
 from spotlab.config import SpotLabConfig
 from spotlab.lab import spot_lab
 from stacks.outputs import read_ray_cluster_outputs
-from vocab.errors import UserError
+from vocab.errors import RunFailed, UserError
 from vocab.ports import DASHBOARD_PORT
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
@@ -58,22 +62,28 @@ def run_workload(
     out: Path | None = None,
     show: Callable[[str], None] = print,
     lab: SpotLabConfig | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> Path:
     """Run the workload on the chosen target; returns the local results folder. Without
     `--address`/`--stack`, a spot workload (`lab` given) runs on a new local spot lab, any
-    other in a Ray started here."""
+    other in a Ray started here. A run that prints no progress for `stall_timeout_s` is
+    stopped (RunStalled)."""
     if address and stack:
         raise TargetError("give --address or --stack, not both")
     local_out = fresh_results_folder(out, run.name)
     if stack:
         with stack_remote(stack, run.name) as remote:
-            run_remote(run, remote, local_out, show)
+            run_remote(run, remote, local_out, show, stall_timeout_s)
     elif address:
-        run_remote(run, Remote(address=address, label=f"address:{address}"), local_out, show)
+        remote = Remote(address=address, label=f"address:{address}")
+        try:
+            run_remote(run, remote, local_out, show, stall_timeout_s)
+        except ClusterUnreachable as error:
+            raise TargetError(f"--address: {error}") from None
     elif lab is not None:
-        run_on_spot_lab(run, lab, local_out, show)
+        run_on_spot_lab(run, lab, local_out, show, stall_timeout_s)
     else:
-        run_local(run, local_out)
+        run_local(run, local_out, show)
     return local_out
 
 
@@ -86,17 +96,34 @@ def fresh_results_folder(out: Path | None, workload: str) -> Path:
     return folder
 
 
-def run_local(run: WorkloadRun, local_out: Path) -> None:
-    """The workload in a child process here; its `ray.init()` starts a Ray that ends with it."""
+LOCAL_RUN_TIMEOUT_S = 24 * 3600.0
+
+
+def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = print) -> None:
+    """The workload in a child process here; its `ray.init()` starts a Ray for the run. The
+    child and every Ray process it starts carry a marker of this run, so whatever is left of
+    them when it ends (by itself, by Ctrl-C, by an error) is found and stopped: Ray's agents
+    outlive a driver that was interrupted."""
     inputs = {flag: str(path.resolve()) for flag, path in run.inputs.items()}
     command = [sys.executable, *run.command(str(local_out), "local", inputs)]
-    completed = subprocess.run(command, cwd=PROJECT_DIR, check=False)
-    if completed.returncode != 0:
-        raise RuntimeError(f"{run.module} exited with status {completed.returncode}")
+    marker = f"run-{secrets.token_hex(4)}"
+    try:
+        code, _ = procs.follow(command, show, timeout_s=LOCAL_RUN_TIMEOUT_S,
+                               name=run.module, env={MARKER_ENV: marker, "PYTHONUNBUFFERED": "1"},
+                               cwd=PROJECT_DIR)
+    finally:
+        with procs.interrupts_ignored():
+            left = marked_pids(marker)
+            procs.stop_pids(left, grace_s=5.0)
+            note_removed(f"the local run of {run.module} and its Ray"
+                         f"{f' ({len(left)} processes left, stopped)' if left else ''}")
+    if code != 0:
+        raise RunFailed(f"{run.module} exited with status {code} (its output is above)")
 
 
 def run_on_spot_lab(
-    run: WorkloadRun, config: SpotLabConfig, local_out: Path, show: Callable[[str], None]
+    run: WorkloadRun, config: SpotLabConfig, local_out: Path, show: Callable[[str], None],
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """A new spot lab for this run: the workload is a Ray Job on the lab's dashboard (the
     same path as --address, with the lab's token), the lab's config and events are kept in
@@ -107,7 +134,7 @@ def run_on_spot_lab(
         remote = Remote(address=lab.dashboard_url, label=f"spotlab:{lab.lab_id}",
                         token=lab.token(), same_python=True)
         try:
-            run_remote(run, remote, local_out, show)
+            run_remote(run, remote, local_out, show, stall_timeout_s)
         finally:
             record = LocalStorage(local_out)
             record.write_bytes(f"{LAB_RECORD}/config.json",
@@ -117,7 +144,8 @@ def run_on_spot_lab(
 
 
 def run_remote(
-    run: WorkloadRun, remote: Remote, local_out: Path, show: Callable[[str], None]
+    run: WorkloadRun, remote: Remote, local_out: Path, show: Callable[[str], None],
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """A Ray Job on `remote.address`; results come back through the bucket when there is
     one, else through the job's log."""
@@ -143,6 +171,7 @@ def run_remote(
         log = run_job(
             remote.address, folder, command, env, show,
             requirements=requirements, token=remote.token, python=python,
+            stall_timeout_s=stall_timeout_s,
         )
     destination = LocalStorage(local_out)
     if remote.bucket:
@@ -150,7 +179,7 @@ def run_remote(
         return
     files = find_in_log(log)
     if files is None:
-        raise RuntimeError("the job succeeded but its log carries no results")
+        raise RunFailed("the job succeeded but its log carries no results")
     for name, data in files.items():
         destination.write_bytes(name, data)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, peer_site
 from vocab.errors import UserError
+from workloads.common.input_files import MB, InputFileError, read_input_text
 
 NODE_SITE = {"Cloud": SITE_CLOUD, "HPCLogin": SITE_ONPREM, "HPCWorker": SITE_ONPREM}
 CONDITION_KEYS = ("rtt", "bandwidth", "jitter", "loss")
@@ -26,6 +27,10 @@ SEED_RTT_MS = 0.3
 SEED_JITTER_MS = 0.01
 INTRA_ONPREM_MBIT = 900.0
 INTRA_CLOUD_MBIT = 5000.0
+
+
+MAX_PROFILE_BYTES = 4 * MB
+"""A seed-format profile is a few kB."""
 
 
 class ProfileError(UserError, ValueError):
@@ -128,12 +133,11 @@ def synthesized_profile(rate_mbit: float) -> Profile:
 
 def load_profile_file(path: Path) -> Profile:
     try:
-        document = json.loads(path.read_text())
-    except OSError as error:
-        raise ProfileError(f"{path}: cannot read profile file ({error.strerror}); "
-                           f"accepted: {accepted_forms()}") from error
+        document = json.loads(read_input_text("--profile", path, max_bytes=MAX_PROFILE_BYTES))
+    except InputFileError as error:
+        raise ProfileError(f"{error}; accepted: {accepted_forms()}") from None
     except json.JSONDecodeError as error:
-        raise ProfileError(f"{path}: not JSON ({error})") from error
+        raise ProfileError(f"--profile: {path}: not JSON ({error})") from None
     return parse_profile(document, name=path.stem, source=str(path))
 
 

@@ -101,7 +101,7 @@ class SpotLabConfig:
         try:
             return load_trace(Path(self.trace or DEFAULT_TRACE), self.zone, self.product)
         except TraceError as error:
-            raise SpotLabConfigError(f"--trace: {error}") from None
+            raise SpotLabConfigError(str(error)) from None
 
     def nodes(self) -> list[NodeSpec]:
         """The nodes the lab starts with, the head first."""

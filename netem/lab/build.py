@@ -27,6 +27,7 @@ from netem.lab.sites import site_prefix
 from netem.lab.state import LabState
 from netem.profile import Profile
 from vocab.burst import ROLE_LOGIN, SITE_CLOUD, SITE_ONPREM, SITES, peer_site
+from vocab.errors import UserError
 
 Progress = Callable[[str], None]
 LAB_KIND = "netns"
@@ -72,7 +73,7 @@ def build_lab(state: LabState, profile: Profile, nodes: list[NodeSpec],
     progress(f"creating namespaces {', '.join(namespaces.values())}")
     taken = netns.existing_namespaces() & set(namespaces.values())
     if taken:
-        raise RuntimeError(f"namespaces already exist, not ours to use: {', '.join(taken)}")
+        raise UserError(f"namespaces already exist, not ours to use: {', '.join(taken)}")
     for namespace in namespaces.values():
         state.namespaces.append(namespace)
         state.save()

@@ -7,8 +7,10 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 import launch.spot_prices as spot_prices
+from launch.options import FETCH_PRICES_SPEC
 from launch.spot_prices import fetch_spot_prices
 from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
+from workloads.common.options import OptionError
 from workloads.doll.trace import load_trace
 
 
@@ -64,7 +66,7 @@ def test_every_page_is_fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert records[0]["Timestamp"] == "2021-03-01T00:00:00+00:00"
 
 
-def test_bad_days_are_refused_and_nothing_written(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="--days"):
-        fetch_spot_prices("c5.xlarge", "us-east-1", 0, tmp_path / "t.json")
-    assert not (tmp_path / "t.json").exists()
+@pytest.mark.parametrize("days", ["0", "-1", "91", "nan"])
+def test_bad_days_are_refused_by_the_task_flags(days: str) -> None:
+    with pytest.raises(OptionError, match="--days"):
+        FETCH_PRICES_SPEC.from_text({"days": days})

@@ -79,7 +79,7 @@ class Cluster:
         self.jobs: list[tuple[WorkloadRun, targets.Remote, dict[str, Any] | None]] = []
 
     def run_remote(self, run: WorkloadRun, remote: targets.Remote, out: Path,
-                   show: Any) -> None:
+                   show: Any, *rest: Any) -> None:
         settings = None
         if "--settings" in run.inputs:
             settings = json.loads(run.inputs["--settings"].read_text())

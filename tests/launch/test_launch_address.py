@@ -6,13 +6,17 @@ only Ray (tests/launch/test_bare_head.py): the same `--address` path, with the j
 pinned environment pip-installed as well."""
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
+from ray.job_submission import JobStatus, JobSubmissionClient
 
+from launch.ray_jobs import run_job, use_token_auth_if_available, wait_for_end
 from launch.targets import Remote, run_remote
+from launch.watchdog import RunStalled
 from launch.workload import WorkloadRun
 from tests.helpers.doll import TINY_DOLL_ARGS as TINY
 from tests.helpers.processes import FAKE_CREDENTIALS, moto_server, ray_head
@@ -61,3 +65,30 @@ def test_results_come_back_through_a_bucket(
         )["Contents"]
     ]
     assert any(key.startswith("results/doll/") and key.endswith("/summary.json") for key in keys)
+
+
+SILENT_AFTER_ONE_LINE = (
+    "import time\n"
+    "print('step 1 of 100', flush=True)\n"
+    "for _ in range(600):\n"  # Ray's own chatter is no progress (an unplaceable run's)
+    "    print('(autoscaler +1m2s) No available node types can fulfill resource requests "
+    "{\"CPU\": 2.0}', flush=True)\n"
+    "    time.sleep(0.5)\n"
+)
+
+
+def test_a_run_that_prints_no_progress_is_stopped_by_the_watchdog(
+    address: str, tmp_path: Path
+) -> None:
+    (tmp_path / "job.py").write_text(SILENT_AFTER_ONE_LINE)
+    shown: list[str] = []
+    with pytest.raises(RunStalled, match="no progress for 30 s"):
+        run_job(address, tmp_path, ["job.py"], {}, shown.append, python=sys.executable,
+                stall_timeout_s=30)
+    assert "step 1 of 100" in shown and any("(autoscaler" in line for line in shown)
+    use_token_auth_if_available()
+    client = JobSubmissionClient(address)
+    [job] = [job for job in client.list_jobs() if job.entrypoint.endswith("job.py")]
+    job_id = job.submission_id
+    assert job_id is not None
+    assert wait_for_end(lambda: client.get_job_status(job_id)) == JobStatus.STOPPED

@@ -31,13 +31,24 @@ def test_every_task_has_a_summary_and_help_for_every_flag() -> None:
         assert not missing, f"task {name}: flags without help: {missing}"
 
 
+def test_every_task_summary_is_one_whole_sentence_on_its_first_line() -> None:
+    """`invoke --list` shows a docstring's first line: it must hold the whole first
+    sentence, not stop mid-sentence where the text wraps."""
+    for name, task in _tasks().items():
+        first, *rest = inspect.cleandoc(task.__doc__ or "").splitlines()
+        assert first.endswith("."), f"task {name}: {first!r} is not a whole sentence"
+        assert not rest or not rest[0].strip(), f"task {name}: its summary goes on: {rest[0]!r}"
+
+
 @pytest.mark.subprocess
-def test_invoke_list_shows_every_task() -> None:
+def test_invoke_list_shows_every_task_with_its_whole_summary() -> None:
     listing = subprocess.run(
         [*INVOKE, "--list"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
     ).stdout
-    for name in _tasks():
-        assert f"  {name.replace('_', '-')} " in listing
+    words = " ".join(listing.split())
+    for name, task in _tasks().items():
+        summary = inspect.cleandoc(task.__doc__ or "").splitlines()[0]
+        assert f"{name.replace('_', '-')} {summary}" in words
 
 
 # The DOLL quick start installs no extras: loading the task list must not import what only
@@ -111,7 +122,7 @@ def test_bad_run_flags_print_one_line_naming_the_flag_and_exit_2(tmp_path: Path)
         ),
         (
             ["sweep-burst", "--bw", "30,fast"],
-            "error: --bw: expected a comma-separated list of numbers > 0, got '30,fast'",
+            "error: --bw: expected a comma-separated list of numbers in (0, 10000], got '30,fast'",
         ),
         (
             ["run-burst", "--cloud-nodes", "9"],

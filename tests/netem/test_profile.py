@@ -64,7 +64,7 @@ def test_a_user_file_is_loaded(profile_file: Callable[..., Path]) -> None:
         ({"bw": 0}, "must be a positive number"),
         ({}, "exactly one"),
         ({"profile": "50m", "bw": 50}, "exactly one"),
-        ({"profile": "/nonexistent/p.json"}, "cannot read profile file"),
+        ({"profile": "/nonexistent/p.json"}, "--profile: /nonexistent/p.json: no such file"),
     ],
 )
 def test_anything_else_lists_what_is_accepted(kwargs: dict[str, Any], fragment: str) -> None:

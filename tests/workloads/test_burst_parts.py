@@ -12,6 +12,7 @@ from workloads.burst import compute
 from workloads.burst.__main__ import main
 from workloads.burst.inputs import MANIFEST, ensure_inputs, generated_image
 from workloads.burst.options import BURST_SPEC, BurstOptions
+from workloads.common.options import OptionError
 from workloads.common.storage import LocalStorage
 
 
@@ -78,8 +79,8 @@ def test_the_gradient_matches_finite_differences() -> None:
             "--scheduler: expected a comma-separated list of default, data-aware (or both), "
             "got 'fifo'",
         ),
-        (["--images", "0"], "--images: expected an integer ≥ 1, got '0'"),
-        (["--image-side", "63"], "--image-side: expected an integer ≥ 64, got '63'"),
+        (["--images", "0"], "--images: expected an integer in [1, 10000], got '0'"),
+        (["--image-side", "63"], "--image-side: expected an integer in [64, 8192], got '63'"),
         (["--data", "s3"], "--bucket: needed with --data s3, got none"),
         (["--task-cpus", "-1"], "--task-cpus: expected an integer ≥ 1, got '-1'"),
         (["--bandwidth-mbit", "0"], "--bandwidth-mbit: expected a number > 0, got '0'"),
@@ -94,7 +95,7 @@ def test_bad_flags_are_named(argv: list[str], message: str) -> None:
 def test_a_bad_flag_is_one_line_and_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--images", "x"]) == 2
     captured = capsys.readouterr()
-    assert captured.err == "error: --images: expected an integer ≥ 1, got 'x'\n"
+    assert captured.err == "error: --images: expected an integer in [1, 10000], got 'x'\n"
     assert captured.out == ""
 
 
@@ -129,3 +130,22 @@ def test_the_launcher_command_line_gives_back_the_options() -> None:
         "/tmp/30m.json",
     ]
     assert BURST_SPEC.parse(argv) == options
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--images", "100000000"], "--images: expected an integer in [1, 10000], got '100000000'"),
+        (["--image-side", "1000000"],
+         "--image-side: expected an integer in [64, 8192], got '1000000'"),
+        (["--images", "5000"], "--images: the inputs would hold 110 GB of pixels, more than the "
+         "16 GB a run generates and moves; use fewer or smaller images"),
+        (["--workload", "param-server", "--directories", "9000"],
+         "--directories: the inputs would hold 905 GB of pixels, more than the 16 GB a run "
+         "generates and moves; use fewer or smaller images"),
+    ],
+)
+def test_flags_that_size_the_inputs_are_bounded(argv: list[str], message: str) -> None:
+    with pytest.raises(OptionError) as error:
+        BURST_SPEC.parse([*argv, "--out", "x"])
+    assert str(error.value) == message

@@ -307,7 +307,7 @@ def test_the_cli_refuses_a_forged_endpoint_in_one_line(record: ServiceRecord,
     listener = Listener(b'{"ok": true}')
     try:
         publish_endpoint(LocalStorage(Path(record.store)), listener.url, incarnation=9)
-        done = subprocess.run([sys.executable, "-m", "invoke", "job-status"], cwd=REPO,
+        done = subprocess.run([sys.executable, "-m", "invoke", "members"], cwd=REPO,
                               env={**os.environ, STATE_DIR_ENV: str(tmp_path / "state")},
                               capture_output=True, text=True, timeout=60)
     finally:

@@ -94,3 +94,37 @@ def test_a_spec_refuses_fields_it_cannot_read() -> None:
     for cls in (NoOption, Unsupported):
         with pytest.raises(TypeError, match=cls.__name__):
             OptionSpec(cls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sized:
+    steps: int = option(100, "steps", minimum=1)
+    workers: int = option(2, "workers", minimum=1)
+    preset: str | None = option(None, "a named set of values", choices=("paper",))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+SIZED = OptionSpec(Sized, presets={"paper": {"steps": 5000, "workers": 8}})
+
+
+def test_a_preset_sets_its_values_and_given_flags_win() -> None:
+    assert SIZED.parse(["--preset", "paper"]) == Sized(steps=5000, workers=8, preset="paper")
+    assert SIZED.parse(["--preset", "paper", "--workers", "3"]) == Sized(
+        steps=5000, workers=3, preset="paper")
+    # a flag given at the field's plain default still wins over the preset, also after the
+    # options travel as a command line (the launcher's argv to the workload)
+    options = SIZED.parse(["--preset", "paper", "--steps", "100"])
+    assert options.steps == 100
+    assert SIZED.parse(SIZED.argv(options)) == options
+    assert SIZED.argv(options) == ["--steps", "100", "--preset", "paper"]
+
+
+def test_presets_must_name_real_fields_with_good_values_and_a_preset_option() -> None:
+    with pytest.raises(TypeError, match="sets"):
+        OptionSpec(Sized, presets={"paper": {"stepz": 1}})
+    with pytest.raises(OptionError, match="--steps"):
+        OptionSpec(Sized, presets={"paper": {"steps": 0}})
+    with pytest.raises(TypeError, match="`preset` option"):
+        OptionSpec(Sized, presets={"huge": {"steps": 9}})

@@ -17,6 +17,10 @@ LABS = ("netns", "aws", "local")
 SHAPED_LABS = ("netns", "aws")
 """Where the launcher shaped the site link to --bandwidth-mbit (tc); elsewhere nothing was."""
 SIZES = "sized for a few minutes at 30 Mbit/s"
+MAX_SIDE = 8192
+GB = 1 << 30
+MAX_INPUT_PIXEL_BYTES = 16 * GB
+"""Inputs are generated on the HPC site's disk and cross the shaped link: 16 GB is hours."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,21 +40,26 @@ class BurstOptions:
         choices=SCHEDULERS,
         aliases={"both": SCHEDULERS},
     )
-    images: int = option(48, f"image workload: number of images, {SIZES}", minimum=1)
+    images: int = option(48, f"image workload: number of images, {SIZES}", minimum=1,
+                        maximum=10_000)
     image_side: int = option(
-        2800, f"image workload: side of each generated image in pixels, {SIZES}", minimum=64
+        2800, f"image workload: side of each generated image in pixels, {SIZES}", minimum=64,
+        maximum=MAX_SIDE,
     )
     directories: int = option(
-        24, f"param-server workload: directories, one task each, {SIZES}", minimum=1
+        24, f"param-server workload: directories, one task each, {SIZES}", minimum=1,
+        maximum=10_000,
     )
     images_per_directory: int = option(
         20,
         "param-server workload: images per directory, sized so the makespan's lower bound "
         "is ≥ 20 s at every shipped bandwidth (start-up and learning costs do not dominate)",
         minimum=1,
+        maximum=1000,
     )
     ps_image_side: int = option(
-        1200, "param-server workload: side of each input image in pixels", minimum=64
+        1200, "param-server workload: side of each input image in pixels", minimum=64,
+        maximum=MAX_SIDE,
     )
     task_cpus: int | None = option(
         None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
@@ -88,6 +97,19 @@ class BurstOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.input_pixel_bytes > MAX_INPUT_PIXEL_BYTES:
+            flag = "--images" if self.workload == "image" else "--directories"
+            raise OptionError(flag, f"the inputs would hold {self.input_pixel_bytes / GB:.0f} GB "
+                              f"of pixels, more than the {MAX_INPUT_PIXEL_BYTES / GB:.0f} GB a "
+                              f"run generates and moves; use fewer or smaller images")
+
+    @property
+    def input_pixel_bytes(self) -> int:
+        """RGB bytes of every generated input image (what is generated, stored and moved)."""
+        if self.workload == "image":
+            return self.images * self.image_side**2 * 3
+        per_image = self.ps_image_side * (self.ps_image_side * 5 // 4) * 3
+        return self.directories * self.images_per_directory * per_image
 
     @property
     def tasks(self) -> int:

@@ -34,6 +34,9 @@ From the spec come:
 - `spec.main(argv, run)`: parse (then `complete`: rules only a workload's full command line
   can meet, such as values the launcher adds per target), then run; bad input is one line
   on stderr and exit code 2: `error: --workers: expected an integer ≥ 1, got 'abc'`.
+A spec may carry named presets (`OptionSpec(..., presets={"paper": {"steps": 100_000}})`,
+with a `preset` option whose choices are their names): `--preset paper` gives those fields
+those values unless their own flags are given too.
 Validation lives in the dataclass (`check_fields` in `__post_init__`), so an options object
 built in code is checked exactly as one parsed from text.
 """
@@ -53,6 +56,10 @@ from typing import Any, Generic, NoReturn, TypeVar
 from vocab.errors import UserError
 
 METADATA_KEY = "spotburst.option"
+PRESET_FIELD = "preset"
+"""The option that picks a named set of other options' values (`--preset paper`): flags
+given beside it win; the options object, and so the provenance, holds both the name and the
+values it applied."""
 T = TypeVar("T")
 
 
@@ -341,6 +348,7 @@ class OptionSpec(Generic[T]):
         prog: str = "",
         description: str = "",
         complete: Callable[[T], None] | None = None,
+        presets: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.cls = cls
         self.prog = prog
@@ -351,6 +359,22 @@ class OptionSpec(Generic[T]):
         clashing = {o.dest for o in self.options} & {"c", "help"}
         if clashing or len(self.by_dest) != len(self.options):
             raise TypeError(f"{cls.__name__}: flags clash: {sorted(clashing) or 'repeated'}")
+        self.presets = {name: dict(values) for name, values in (presets or {}).items()}
+        if self.presets:
+            self._check_presets()
+
+    def _check_presets(self) -> None:
+        """A spec with presets has a `preset` option whose choices are their names, and each
+        preset sets existing fields to values its options accept."""
+        chooser = next((o for o in self.options if o.name == PRESET_FIELD), None)
+        if chooser is None or set(chooser.info.choices) != set(self.presets):
+            raise TypeError(f"{self.cls.__name__}: presets {sorted(self.presets)} need a "
+                            f"`{PRESET_FIELD}` option with exactly these choices")
+        for name, values in self.presets.items():
+            unknown = sorted(set(values) - {o.name for o in self.options if o.name != PRESET_FIELD})
+            if unknown:
+                raise TypeError(f"{self.cls.__name__}: preset {name!r} sets {unknown}")
+            self.cls(**values, **{PRESET_FIELD: name})
 
     @property
     def user_options(self) -> tuple[Option, ...]:
@@ -402,7 +426,8 @@ class OptionSpec(Generic[T]):
                 values[spec_option.name] = bool(text)
             else:
                 values[spec_option.name] = spec_option.read(str(text))
-        return self.cls(**values)
+        preset = self.presets.get(values.get(PRESET_FIELD) or "", {})
+        return self.cls(**{**preset, **values})
 
     # --- text out ----------------------------------------------------------------------
 
@@ -429,12 +454,16 @@ class OptionSpec(Generic[T]):
         }
 
     def _changed(self, options: T) -> list[tuple[Option, Any]]:
+        """The options whose value differs from what parsing would give without their flag:
+        the field's default, or its preset's value when the options name a preset."""
         if not isinstance(options, self.cls):
             raise TypeError(f"expected {self.cls.__name__}, got {type(options).__name__}")
+        preset = self.presets.get(getattr(options, PRESET_FIELD, None) or "", {})
         return [
             (spec_option, getattr(options, spec_option.name))
             for spec_option in self.options
-            if getattr(options, spec_option.name) != spec_option.default
+            if getattr(options, spec_option.name)
+            != preset.get(spec_option.name, spec_option.default)
         ]
 
     # --- for invoke --------------------------------------------------------------------

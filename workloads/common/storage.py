@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from vocab.errors import UserError
+
 
 class Storage(Protocol):
     """A folder of named files (names are relative, '/'-separated)."""
@@ -133,10 +135,10 @@ def open_storage(uri: str, endpoint_url: str | None = None) -> Storage:
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
         if not parsed.netloc:
-            raise ValueError(f"storage URI {uri!r} names no bucket")
+            raise UserError(f"storage URI {uri!r} names no bucket")
         return S3Storage(parsed.netloc, parsed.path, endpoint_url)
     if parsed.scheme not in ("", "file"):
-        raise ValueError(f"storage URI {uri!r}: scheme {parsed.scheme!r} is not s3 or a path")
+        raise UserError(f"storage URI {uri!r}: scheme {parsed.scheme!r} is not s3 or a path")
     return LocalStorage(Path(parsed.path if parsed.scheme == "file" else uri))
 
 

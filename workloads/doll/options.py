@@ -17,6 +17,9 @@ PAPER_REFRESH_S = 2.0  # the paper's preemption-chain step, in real seconds
 PREEMPTION_MODES = ("markov", "kill")
 RATE_MODES = ("homogeneous", "heterogeneous")
 
+MAX_WORKERS = 256
+"""More stream workers than a 256-node cluster runs one each of is no experiment of DOLL's."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class DollOptions(ResultsOptions):
@@ -28,12 +31,14 @@ class DollOptions(ResultsOptions):
         flag="--policy",
         choices=POLICIES,
     )
-    workers: int = option(16, "N, the number of stream workers", minimum=1)
+    workers: int = option(16, "N, the number of stream workers (Ray actors)", minimum=1,
+                         maximum=MAX_WORKERS)
     deadline_factor: float = option(1.05, "deadline θ/θ₀", flag="--deadline", minimum=1.0)
     alpha: float = option(
         0.9, "spot availability α of the preemption chain", above=0.0, maximum=1.0
     )
-    rate: float = option(80.0, "λ, points/s arriving at each worker", above=0.0)
+    rate: float = option(80.0, "λ, points/s arriving at each worker", above=0.0,
+                         maximum=1e6)
     rates: str = option(
         "homogeneous",
         "homogeneous (all λ) or heterogeneous (λ·U[0.5, 1.5], rescaled to mean λ)",
@@ -53,11 +58,11 @@ class DollOptions(ResultsOptions):
         flag="--launch-delay",
         minimum=0.0,
     )
-    batch_size: int = option(32, "B, points per batch", minimum=1)
-    batches: int = option(2000, "J, batches to process", minimum=1)
+    batch_size: int = option(32, "B, points per batch", minimum=1, maximum=65_536)
+    batches: int = option(2000, "J, batches to process", minimum=1, maximum=1_000_000)
     k: int = option(4, "K, batches per synchronous SGD update (at most N)", minimum=1)
     learning_rate: float = option(0.5, "SGD step size", above=0.0)
-    hidden: int = option(32, "hidden units of the model", minimum=1)
+    hidden: int = option(32, "hidden units of the model", minimum=1, maximum=4096)
     trace: Path = option(
         DEFAULT_TRACE,
         "AWS describe-spot-price-history JSON (the shipped file is the 2021 c5.xlarge trace)",

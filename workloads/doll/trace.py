@@ -14,10 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
+from workloads.common.input_files import MB, read_input_text
 
 TRACES_DIR = Path(__file__).resolve().parent / "traces"
 DEFAULT_TRACE = TRACES_DIR / "c5.xlarge_ca-central-1_2021-02-19_2021-05-10.json"
 REQUIRED_FIELDS = ("AvailabilityZone", "ProductDescription", "SpotPrice", "Timestamp")
+TRACE_FLAG = "--trace"
+MAX_TRACE_BYTES = 256 * MB
+"""A year of one region's describe-spot-price-history for every type is well under this."""
 
 
 class TraceError(UserError, ValueError):
@@ -81,13 +85,20 @@ def _parse_record(index: int, record: Any) -> dict[str, Any]:
 
 
 def load_trace(file: Path, zone: str, product: str) -> PriceTrace:
-    """Read an AWS spot price history file and select one zone + product."""
+    """Read an AWS spot price history file (given by --trace) and select one zone + product;
+    any problem is a TraceError naming --trace."""
+    text = read_input_text(TRACE_FLAG, Path(file), max_bytes=MAX_TRACE_BYTES)
     try:
-        document = json.loads(Path(file).read_text())
-    except FileNotFoundError:
-        raise TraceError(f"trace {file}: no such file") from None
+        document = json.loads(text)
     except json.JSONDecodeError as error:
-        raise TraceError(f"trace {file} is not JSON: {error}") from None
+        raise TraceError(f"{TRACE_FLAG}: {file} is not JSON: {error}") from None
+    try:
+        return _select(file, document, zone, product)
+    except TraceError as error:
+        raise TraceError(f"{TRACE_FLAG}: {error}") from None
+
+
+def _select(file: Path, document: Any, zone: str, product: str) -> PriceTrace:
     history = document.get("SpotPriceHistory") if isinstance(document, dict) else None
     if not isinstance(history, list):
         found = sorted(document) if isinstance(document, dict) else type(document).__name__

@@ -1,0 +1,61 @@
+"""What every benchmark reports the same way: how it was made (the command, the machine's
+cores and load, the date, the commit) and its targets, each met or missed; `exit_code` is
+non-zero when any target is missed, so a script (and CI) can tell."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.common.provenance import git_commit
+
+
+@dataclass(frozen=True)
+class Target:
+    """One claim a benchmark checks: `measured` against `limit` (`at_most` or at least)."""
+
+    name: str
+    measured: float
+    limit: float
+    at_most: bool = True
+
+    @property
+    def met(self) -> bool:
+        return self.measured <= self.limit if self.at_most else self.measured >= self.limit
+
+    def line(self) -> str:
+        sign = "≤" if self.at_most else "≥"
+        verdict = "met" if self.met else "MISSED"
+        return f"{verdict:6} {self.name}: {self.measured:.3f} (target {sign} {self.limit:g})"
+
+
+def machine() -> dict[str, Any]:
+    """The command line, cores, load averages (1/5/15 min), date and commit of this run."""
+    return {
+        "command": shlex.join(["python", "-m", sys.modules["__main__"].__spec__.name
+                               if sys.modules["__main__"].__spec__ else sys.argv[0],
+                               *sys.argv[1:]]),
+        "cores": os.cpu_count(),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "commit": git_commit(),
+    }
+
+
+def header(made: dict[str, Any]) -> str:
+    load = " / ".join(f"{value:g}" for value in made["load_average"])
+    return (f"`{made['command']}` on {made['cores']} cores (load average {load} at the end), "
+            f"{made['date']}, commit {made['commit']}")
+
+
+def targets_text(targets: list[Target]) -> str:
+    return "\n".join(["Targets:", *(f"  {target.line()}" for target in targets)])
+
+
+def exit_code(targets: list[Target]) -> int:
+    """1 when any target was missed, else 0."""
+    return 0 if all(target.met for target in targets) else 1

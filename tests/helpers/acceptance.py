@@ -1,0 +1,28 @@
+"""Running a documented command exactly as the docs show it (only `--out` added), as a new
+user would from the project's root: a fresh process, the installed `invoke`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
+    """Run `command` (as written in the docs, starting with `invoke`) with `--out OUT`;
+    assert it succeeded and printed where its results are; return its summary.json."""
+    argv = shlex.split(command)
+    assert argv[0] == "invoke", command
+    cut = argv.index("--") if "--" in argv else len(argv)
+    argv = [*argv[:cut], "--out", str(out), *argv[cut:]]
+    done = subprocess.run([sys.executable, "-m", *argv], cwd=PROJECT_DIR, capture_output=True,
+                          text=True, timeout=timeout_s)
+    assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr[-3000:]}"
+    assert str(out) in done.stdout, done.stdout[-2000:]
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
