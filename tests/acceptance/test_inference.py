@@ -20,8 +20,9 @@ import pytest
 
 from launch.inference import STATE_DIR_ENV
 from spotlab.state import STATE_DIR_ENV as LAB_STATE_DIR_ENV
+from tests.helpers.acceptance import run_documented
 
-pytestmark = [pytest.mark.ray, pytest.mark.subprocess]
+pytestmark = [pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "inference.md"
@@ -100,12 +101,10 @@ def documented_bad_input(cwd: Path, env: dict[str, str]) -> None:
 
 
 def test_run_inference_answers_every_query_once_through_both_failures(tmp_path: Path) -> None:
-    assert "invoke run-inference\n" in DOCS.read_text()  # the documented command
+    [command] = documented_block("## The experiment in one command")
+    assert command == "invoke run-inference"
     out = tmp_path / "run"
-    env = {**os.environ, LAB_STATE_DIR_ENV: str(tmp_path / "spotlab-state")}
-    done = invoke(f"invoke run-inference --out {out}", REPO, env, timeout_s=900.0)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = run_documented(command, out, timeout_s=900.0)
     assert summary["failures_seen"] == {"workers_killed": 2, "coordinator_killed": True}
     assert summary["coordinator_incarnations"] >= 2
     checked = summary["exactly_once"]
