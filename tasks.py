@@ -582,7 +582,7 @@ def job_remove(c: Context, options: JobNameOptions) -> None:
     print(f"job {options.name} removed")
 
 
-@cli_task(JOB_STATUS_SPEC, positional=("name",))
+@cli_task(JOB_STATUS_SPEC)
 def job_status(c: Context, options: JobStatusOptions) -> None:
     """Show each job's state, query rate, latency percentiles, workers, progress and accuracy."""
     import json
