@@ -22,7 +22,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from launch.stack_config import PROJECT_DIR
-from stacks.config import PROJECT, SpotburstConfig, parse_config
+from stacks.config import parse_config
+from stacks.config_types import PROJECT, SpotburstConfig
 
 MOCK_ACCOUNT = "123456789012"
 

@@ -1,7 +1,8 @@
-"""The one place that reads stack config: frozen, validated dataclasses for every experiment.
+"""The one place that reads stack config: raw values in, the validated `SpotburstConfig`
+(`stacks/config_types.py`) out, or one ConfigError naming the key.
 
 Nothing is declared before `load_config` returns, so a bad value never leaves a half-built
-stack behind. Every key a user may set is listed in README.md ("Config reference").
+stack behind. Every key a user may set is listed in docs/aws.md ("Config reference").
 """
 
 from __future__ import annotations
@@ -11,28 +12,39 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any, TypeVar
 
+from stacks.config_types import (
+    API_ENDPOINT_PRIVATE,
+    API_ENDPOINT_PUBLIC,
+    HEAD_POOL,
+    KNOWN_EXPERIMENTS,
+    NODE_POOLS,
+    PROJECT,
+    RAY_ON_EKS,
+    BucketConfig,
+    BurstConfig,
+    NodePoolConfig,
+    NodePoolKind,
+    PodResources,
+    RayClusterConfig,
+    SpotburstConfig,
+    SpotClusterConfig,
+    WorkerGroupConfig,
+)
+from stacks.costs import refuse_over_budget
 from stacks.fields import ConfigError, Fields, min_desired_max, parse_cidr
 from vocab.spot import (
     CAPACITY_ON_DEMAND,
     CAPACITY_SPOT,
     LEARNER_RESOURCE,
     ON_DEMAND_RESOURCE,
-    POOL_LEARNER,
-    POOL_ON_DEMAND,
-    POOL_SPOT,
     SPOT_RESOURCE,
 )
 
-PROJECT = "spotburst"
 # The one way to let adminCidrs hold 0.0.0.0/0 or ::/0: loud on purpose.
 WORLD_ADMIN_OPT_IN = "allowWorldAdminAccess"
-RAY_ON_EKS = ("doll", "elastic", "rl", "inference")
-"""Experiments that run as a RayCluster of their own on the shared EKS spot cluster."""
-KNOWN_EXPERIMENTS = (*RAY_ON_EKS, "burst")
 # What every burst node installs next to Ray, at the versions installed here.
 BURST_NODE_PACKAGES = ("numpy", "pillow", "boto3")
 MIN_KUBERAY = (1, 6, 0)
@@ -42,8 +54,6 @@ _REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _RESOURCE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 T = TypeVar("T")
-API_ENDPOINT_PRIVATE = "private"
-API_ENDPOINT_PUBLIC = "public"
 ADMIN_CIDR_PLACEHOLDER = "203.0.113.0/24"
 """A documentation range (RFC 5737): what `invoke plan` plans with when adminCidrs is empty."""
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -56,135 +66,9 @@ _PLACEMENT_CAPACITY = {
 on-demand node would send preemptible work somewhere it is never preempted, and back)."""
 
 
-@dataclass(frozen=True)
-class NodePoolKind:
-    """A node pool the spot cluster can have: how it is bought and whether it has GPUs."""
-
-    key: str
-    name: str
-    """The pool's name on AWS and in the `spotburst.io/node-pool` node label."""
-    capacity: str
-    gpu: bool
-    min_instance_types: int
-    ray_pool: str
-    """The spot vocabulary's pool of a Ray worker here (its Ray node labels)."""
-
-
-NODE_POOLS = {
-    pool.key: pool
-    for pool in (
-        NodePoolKind("head", "head", CAPACITY_ON_DEMAND, False, 1, POOL_ON_DEMAND),
-        NodePoolKind("spotCpu", "spot-cpu", CAPACITY_SPOT, False, 2, POOL_SPOT),
-        NodePoolKind("learnerGpu", "learner-gpu", CAPACITY_ON_DEMAND, True, 1, POOL_LEARNER),
-        NodePoolKind("spotGpu", "spot-gpu", CAPACITY_SPOT, True, 1, POOL_SPOT),
-    )
-}
-HEAD_POOL = "head"
-
-
-@dataclass(frozen=True)
-class NodePoolConfig:
-    kind: NodePoolKind
-    instance_types: tuple[str, ...]
-    min_size: int
-    max_size: int
-
-
-@dataclass(frozen=True)
-class PodResources:
-    cpu: str
-    memory: str
-
-
-@dataclass(frozen=True)
-class WorkerGroupConfig:
-    name: str
-    node_pool: str
-    resources: PodResources
-    gpu: int
-    placement: tuple[tuple[str, float], ...]
-    """Custom Ray resources the group's nodes advertise, e.g. (("spot", 3.0),)."""
-    min_replicas: int
-    replicas: int
-    max_replicas: int
-
-
-@dataclass(frozen=True)
-class RayClusterConfig:
-    experiment: str
-    namespace: str
-    ray_autoscaler: bool
-    head: PodResources
-    worker_groups: tuple[WorkerGroupConfig, ...]
-
-
-@dataclass(frozen=True)
-class SpotClusterConfig:
-    vpc_cidr: str
-    az_count: int
-    eks_version: str
-    kuberay_version: str
-    cluster_autoscaler_version: str
-    cluster_autoscaler_chart: str
-    nvidia_device_plugin_version: str
-    node_pools: dict[str, NodePoolConfig]
-
-    def used_pools(self, ray_clusters: Mapping[str, RayClusterConfig]) -> list[NodePoolConfig]:
-        """The head pool and every pool a worker group of an enabled experiment runs on."""
-        used = {HEAD_POOL} | {
-            group.node_pool for cluster in ray_clusters.values() for group in cluster.worker_groups
-        }
-        return [pool for key, pool in self.node_pools.items() if key in used]
-
-
-@dataclass(frozen=True)
-class BurstConfig:
-    onprem_cidr: str
-    cloud_cidr: str
-    instance_type: str
-    login_nodes: int
-    hpc_workers: int
-    cloud_nodes: int
-    login_disk_gb: int
-    worker_disk_gb: int
-
-
-@dataclass(frozen=True)
-class BucketConfig:
-    force_destroy: bool
-    versioning: bool
-    expire_results_after_days: int
-
-
 class RequiredConfigMissing(ConfigError):
     """A key the enabled experiments need is not set (worded as Pulumi's own
     `Missing required configuration variable` error)."""
-
-
-@dataclass(frozen=True)
-class SpotburstConfig:
-    stack: str
-    region: str
-    experiments: tuple[str, ...]
-    admin_cidrs: tuple[str, ...]
-    allow_world_admin_access: bool
-    api_endpoint: str
-    """public (reachable from admin_cidrs) or private (the deployer runs inside the VPC)."""
-    max_hourly_usd: float | None
-    """Refuse the stack when its maximum-scale cost per hour is above this."""
-    bucket: BucketConfig
-    spot_cluster: SpotClusterConfig | None
-    """None when no experiment runs on EKS."""
-    ray_clusters: dict[str, RayClusterConfig]
-    """One per enabled EKS experiment, in the order of `experiments`."""
-    burst: BurstConfig | None
-    ray_version: str
-    ray_image: str
-    node_packages: tuple[str, ...]
-
-    @property
-    def name_prefix(self) -> str:
-        return f"{PROJECT}-{self.stack}"
 
 
 def installed_ray_image() -> tuple[str, str]:
@@ -259,8 +143,6 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
     )
     _reject_overlapping_networks(config)
     _reject_shared_namespaces(top, config)
-    from stacks.cost_ceiling import refuse_over_budget  # it prices a parsed config
-
     refuse_over_budget(config)
     return config
 

@@ -13,6 +13,11 @@ RFC1918 = tuple(
     ipaddress.ip_network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 )
 _QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_QUANTITY_UNITS = {
+    "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
+}
+GIB = 2.0**30
 
 
 class ConfigError(UserError, ValueError):
@@ -113,6 +118,15 @@ class Fields:
     def cidr(self, name: str, private: bool) -> str:
         value = self.raw(name)
         return parse_cidr(self.key(name), value, private)
+
+
+def quantity_amount(text: str) -> float:
+    """What a Kubernetes quantity accepted by `Fields.quantity` stands for: cores for a CPU
+    request ("500m" = 0.5), bytes for a memory request ("6Gi" = 6 * 2**30)."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    return float(match["number"]) * _QUANTITY_UNITS[match["unit"] or ""]
 
 
 def parse_cidr(key: str, value: Any, private: bool) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from launch.offline import DeclaredResource, OfflineRun
-from stacks.config import KNOWN_EXPERIMENTS
+from stacks.config_types import KNOWN_EXPERIMENTS
 from stacks.fields import ConfigError
 from tests.helpers.offline_cache import cached_run
 from tests.infra.security_policy import Violation, fired, violations
