@@ -7,6 +7,7 @@ stack behind. Every key a user may set is listed in docs/aws.md ("Config referen
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -34,7 +35,21 @@ from stacks.config_types import (
     WorkerGroupConfig,
 )
 from stacks.costs import refuse_over_budget
-from stacks.fields import ConfigError, Fields, min_desired_max, parse_cidr
+from stacks.fields import (
+    WORLD_WIDE_PREFIX,
+    ConfigError,
+    Fields,
+    min_desired_max,
+    parse_cidr,
+    world_wide,
+)
+from vocab.instances import (
+    INSTANCE_TABLE,
+    NODE_RESERVED_CPU,
+    POD_MEMORY_SHARE,
+    InstanceShape,
+    load_instance_shapes,
+)
 from vocab.spot import (
     CAPACITY_ON_DEMAND,
     CAPACITY_SPOT,
@@ -43,8 +58,17 @@ from vocab.spot import (
     SPOT_RESOURCE,
 )
 
-# The one way to let adminCidrs hold 0.0.0.0/0 or ::/0: loud on purpose.
+# The one way to let adminCidrs hold a block wider than a /8 of public addresses (0.0.0.0/0,
+# ::/0, 0.0.0.0/1, ...): loud on purpose.
 WORLD_ADMIN_OPT_IN = "allowWorldAdminAccess"
+# Upper bounds no experiment here comes near (the dev stack's largest pool grows to 24 nodes):
+# a typo such as an extra three zeros is refused, not planned and priced.
+MAX_POOL_NODES = 200
+MAX_WORKER_PODS = 1000
+MAX_BURST_NODES = 64
+MAX_RESULTS_DAYS = 3650
+MAX_RAY_RESOURCE = 1000.0
+"""Of one custom Ray resource on one node (the pools' largest types have 48 vCPUs)."""
 # What every burst node installs next to Ray, at the versions installed here.
 BURST_NODE_PACKAGES = ("numpy", "pillow", "boto3")
 MIN_KUBERAY = (1, 6, 0)
@@ -141,6 +165,9 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         ray_image=ray_image,
         node_packages=pinned_node_packages(),
     )
+    if spot_cluster is not None:
+        for cluster in ray_clusters.values():
+            _reject_pods_that_fit_no_node(spot_cluster, cluster)
     _reject_overlapping_networks(config)
     _reject_shared_namespaces(top, config)
     refuse_over_budget(config)
@@ -178,12 +205,17 @@ def _admin_cidrs(top: Fields, allow_world: bool) -> tuple[str, ...]:
     if not isinstance(cidrs, list):
         raise ConfigError(f"{top.key('adminCidrs')}: {cidrs!r} is not a list of CIDR blocks")
     parsed = tuple(parse_cidr(top.key("adminCidrs"), cidr, private=False) for cidr in cidrs)
-    world = [cidr for cidr in parsed if ipaddress.ip_network(cidr).prefixlen == 0]
+    world = [cidr for cidr in parsed if world_wide(cidr)]
     if world and not allow_world:
+        reach = (
+            "the whole internet"
+            if ipaddress.ip_network(world[0]).prefixlen == 0
+            else f"more of the internet than a /{WORLD_WIDE_PREFIX} of public addresses"
+        )
         raise ConfigError(
-            f"{top.key('adminCidrs')}: {world[0]} opens the EKS API and SSH to the whole "
-            f"internet; list your own address (e.g. 203.0.113.7/32), or set "
-            f"{top.key(WORLD_ADMIN_OPT_IN)}: true if you really mean it"
+            f"{top.key('adminCidrs')}: {world[0]} opens the EKS API and SSH to {reach}; list "
+            f"your own address (e.g. 203.0.113.7/32), or set {top.key(WORLD_ADMIN_OPT_IN)}: "
+            "true if you really mean it"
         )
     return parsed
 
@@ -247,7 +279,7 @@ def _bucket(fields: Fields) -> BucketConfig:
     return BucketConfig(
         force_destroy=fields.boolean("forceDestroy"),
         versioning=fields.boolean("versioning"),
-        expire_results_after_days=fields.integer("expireResultsAfterDays", 1),
+        expire_results_after_days=fields.integer("expireResultsAfterDays", 1, MAX_RESULTS_DAYS),
     )
 
 
@@ -313,8 +345,15 @@ def _node_pool(pools: Fields, kind: NodePoolKind) -> NodePoolConfig:
     instance_types = fields.string_list(
         "instanceTypes", _INSTANCE_TYPE, what, kind.min_instance_types
     )
-    low = fields.integer("minSize", 1 if kind.key == HEAD_POOL else 0)
-    high = fields.integer("maxSize", max(low, 1))
+    unknown = [name for name in instance_types if name not in _instance_shapes()]
+    if unknown:
+        raise ConfigError(
+            f"{fields.key('instanceTypes')}: {unknown[0]} is not in vocab/{INSTANCE_TABLE.name}; "
+            "add its vCPUs, memory and GPUs there (they decide which pods fit its nodes) or use "
+            "a type listed there"
+        )
+    low = fields.integer("minSize", 1 if kind.key == HEAD_POOL else 0, MAX_POOL_NODES)
+    high = fields.integer("maxSize", max(low, 1), MAX_POOL_NODES)
     return NodePoolConfig(kind, instance_types, low, high)
 
 
@@ -375,7 +414,7 @@ def _worker_group(fields: Fields) -> WorkerGroupConfig:
         )
     placement = _placement(fields.object("resources"), kind)
     low, replicas, high = min_desired_max(
-        fields, "worker group", "minReplicas", "replicas", "maxReplicas"
+        fields, "worker group", "minReplicas", "replicas", "maxReplicas", MAX_WORKER_PODS
     )
     return WorkerGroupConfig(name, node_pool, resources, gpu, placement, low, replicas, high)
 
@@ -391,7 +430,7 @@ def _placement(fields: Fields, kind: NodePoolKind) -> tuple[tuple[str, float], .
                 f"{fields.key(name)}: the {name!r} placement resource belongs on {needs} "
                 f"nodes, but pool {kind.key} is {kind.capacity}"
             )
-        placement.append((name, fields.number(name, 0.0)))
+        placement.append((name, fields.number(name, 0.0, MAX_RAY_RESOURCE)))
     return tuple(placement)
 
 
@@ -420,8 +459,8 @@ def _burst(fields: Fields) -> BurstConfig:
             "instanceType", _INSTANCE_TYPE, "an EC2 instance type such as r5.4xlarge"
         ),
         login_nodes=1,
-        hpc_workers=fields.integer("hpcWorkers", 0),
-        cloud_nodes=fields.integer("cloudNodes", 1),
+        hpc_workers=fields.integer("hpcWorkers", 0, MAX_BURST_NODES),
+        cloud_nodes=fields.integer("cloudNodes", 1, MAX_BURST_NODES),
         login_disk_gb=fields.integer("loginDiskGb", 8, 16384),
         worker_disk_gb=fields.integer("workerDiskGb", 8, 16384),
     )
@@ -430,6 +469,51 @@ def _burst(fields: Fields) -> BurstConfig:
 def _pod_resources(fields: Fields, extra_keys: set[str]) -> PodResources:
     fields.reject_unknown({"cpu", "memory"} | extra_keys)
     return PodResources(cpu=fields.quantity("cpu"), memory=fields.quantity("memory"))
+
+
+@functools.cache
+def _instance_shapes() -> dict[str, InstanceShape]:
+    return load_instance_shapes()
+
+
+def _reject_pods_that_fit_no_node(spot: SpotClusterConfig, cluster: RayClusterConfig) -> None:
+    """Every Ray pod must fit a node of every instance type its pool may launch, with room
+    for the kubelet and the daemon sets: a pod that fits none stays pending forever, and the
+    Cluster Autoscaler never grows the pool for it."""
+    for pod in cluster.pods():
+        types = spot.node_pools[pod.node_pool].instance_types
+        beside = ""
+        if pod.key.endswith(".head") and cluster.ray_autoscaler:
+            beside = " (with the Ray autoscaler's container)"
+        for field, asked, unit, rooms in (
+            ("cpu", pod.cpus, "CPUs", {name: _cpu_room(name) for name in types}),
+            ("memory", pod.memory_gib, "GiB", {name: _memory_room(name) for name in types}),
+            ("gpu", pod.gpus, "GPUs", {name: _gpu_room(name) for name in types}),
+        ):
+            smallest = min(types, key=lambda name: rooms[name][0])
+            room, why = rooms[smallest]
+            if asked > room:
+                raise ConfigError(
+                    f"{PROJECT}:{pod.key}.{field}: the pod asks {asked:g} {unit}{beside}; a "
+                    f"{pod.node_pool} node of type {smallest} leaves {room:g} to pods ({why}); "
+                    "ask for less or give the pool larger instance types"
+                )
+
+
+def _cpu_room(instance_type: str) -> tuple[float, str]:
+    shape = _instance_shapes()[instance_type]
+    why = f"{shape.vcpus} vCPUs less {NODE_RESERVED_CPU:g} for the kubelet and daemon sets"
+    return shape.pod_cpus, why
+
+
+def _memory_room(instance_type: str) -> tuple[float, str]:
+    shape = _instance_shapes()[instance_type]
+    return shape.pod_memory_gib, f"{POD_MEMORY_SHARE:.0%} of its {shape.memory_gib:g} GiB"
+
+
+def _gpu_room(instance_type: str) -> tuple[float, str]:
+    shape = _instance_shapes()[instance_type]
+    return shape.gpus, f"it has {shape.gpus}"
 
 
 def _reject_overlapping_networks(config: SpotburstConfig) -> None:
