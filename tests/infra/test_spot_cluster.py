@@ -12,6 +12,7 @@ import pytest
 
 from launch.offline import DeclaredResource, OfflineRun, run_offline
 from stacks import outputs
+from vocab.instances import load_instance_shapes
 from vocab.spot import SPOT_WARNING_S
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -20,15 +21,7 @@ HELM = "kubernetes:helm.sh/v3:Release"
 EKS_EXPERIMENTS = ("doll", "elastic", "rl", "inference")
 SPOT_TAINT = {"key": "spotburst.io/spot", "value": "true", "effect": "NO_SCHEDULE"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
-# vCPU, GiB of the default pool types (EC2 documentation), to check that pods fit.
-SHAPES = {
-    "m5.2xlarge": (8, 32),
-    "c5.xlarge": (4, 8),
-    "c5a.xlarge": (4, 8),
-    "c6i.xlarge": (4, 8),
-    "g4dn.xlarge": (4, 16),
-    "g4dn.2xlarge": (8, 32),
-}
+SHAPES = load_instance_shapes()
 
 
 def _spec(run: OfflineRun, experiment: str) -> dict[str, Any]:
@@ -161,10 +154,11 @@ def test_pods_fit_the_nodes_of_their_pool(dev_run: OfflineRun) -> None:
             pool = _pool(dev_run, pod["nodeSelector"]["spotburst.io/node-pool"])
             requests = pod["containers"][0]["resources"]["requests"]
             for instance_type in pool["instanceTypes"]:
-                vcpus, memory = SHAPES[instance_type]
+                shape = SHAPES[instance_type]
                 # Leave room for the kubelet reserve and the daemon sets.
-                assert float(requests["cpu"]) <= vcpus - 0.5, (experiment, instance_type)
-                assert gib(requests["memory"]) <= memory * 0.85, (experiment, instance_type)
+                assert float(requests["cpu"]) <= shape.vcpus - 0.5, (experiment, instance_type)
+                assert gib(requests["memory"]) <= shape.memory_gib * 0.85, (
+                    experiment, instance_type)
 
 
 def test_ray_placement_resources_and_labels_follow_the_pool(dev_run: OfflineRun) -> None:

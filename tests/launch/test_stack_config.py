@@ -3,6 +3,7 @@ refused, ends `invoke plan` with one line naming the file or the key (exit 2).""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,17 @@ def test_a_missing_stack_is_still_named(tmp_path: Path, monkeypatch: pytest.Monk
     assert ended.value.code == 2
     assert ended.value.message == (
         f"error: no config for stack 'nowhere': {tmp_path}/Pulumi.nowhere.yaml does not exist")
+
+
+def test_the_deploy_gate_answers_a_bad_file_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`invoke up`'s gate (its own process, one JSON answer): the same line as the plan's."""
+    from launch.account.deploy_gate import main
+
+    (tmp_path / "Pulumi.probe.yaml").write_text("config: 42\n")
+    monkeypatch.setattr(launch.stack_config, "PROJECT_DIR", tmp_path)
+    assert main(["probe"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"error": (
+        "Pulumi.probe.yaml: config: 42 is not allowed; expected a mapping of keys such as "
+        "`spotburst:experiments: [doll]`")}
