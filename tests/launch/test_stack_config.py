@@ -21,6 +21,15 @@ DOLL_WORKERS = 'cpu: "3"\n        memory: 5Gi\n        gpu: 0\n        resources
                "        minReplicas: 0\n        replicas: 4"
 
 
+def _line(start: str) -> int:
+    """The line number of the dev file's first line starting with `start`."""
+    return next(n for n, line in enumerate(DEV.splitlines(), 1) if line.startswith(start))
+
+
+ADMIN_LINE = _line("  " + ADMIN)
+NEXT_KEY_LINE = _line("  spotburst:allowWorldAdminAccess")
+
+
 def _dev(old: str, new: str) -> str:
     assert DEV.count(old) == 1, old
     return DEV.replace(old, new)
@@ -40,8 +49,8 @@ def _plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Exit:
 PROBES = {
     "malformed YAML": (
         _dev(ADMIN, "spotburst:adminCidrs: [10.0.0.0/8"),
-        "error: Pulumi.probe.yaml line 17, column 3: not valid YAML: expected ',' or ']', but "
-        "got '?' (while parsing a flow sequence from line 14, column 25)",
+        f"error: Pulumi.probe.yaml line {NEXT_KEY_LINE}, column 3: not valid YAML: expected ',' "
+        f"or ']', but got '?' (while parsing a flow sequence from line {ADMIN_LINE}, column 25)",
     ),
     "config not a mapping": (
         "config: 42\n",
@@ -60,7 +69,7 @@ PROBES = {
     ),
     "a Python tag": (
         _dev(ADMIN, "spotburst:adminCidrs: !!python/object/apply:os.system [echo hi]"),
-        "error: Pulumi.probe.yaml line 14, column 25: spotburst:adminCidrs: the tag "
+        f"error: Pulumi.probe.yaml line {ADMIN_LINE}, column 25: spotburst:adminCidrs: the tag "
         "!!python/object/apply:os.system is not allowed; plain YAML values only (strings, "
         "numbers, booleans, lists, mappings)",
     ),
@@ -116,15 +125,14 @@ def test_a_python_tag_is_never_constructed(tmp_path: Path) -> None:
 
 def test_the_key_of_a_nested_tag_is_named(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.probe.yaml"
-    path.write_text(_dev('cpu: "3"\n        memory: 5Gi\n        gpu: 0\n        resources: '
-                         "{spot: 3}\n        minReplicas: 0\n        replicas: 4",
-                         "cpu: !!python/name:os.system\n        memory: 5Gi\n        gpu: 0\n"
-                         "        resources: {spot: 3}\n        minReplicas: 0\n"
-                         "        replicas: 4"))
+    text = _dev(DOLL_WORKERS, DOLL_WORKERS.replace('cpu: "3"', "cpu: !!python/name:os.system"))
+    path.write_text(text)
+    tagged = next(n for n, line in enumerate(text.splitlines(), 1) if "!!python" in line)
     with pytest.raises(ConfigError) as error:
         read_config_file(path)
-    assert "line 67, column 14: spotburst:doll.workerGroups[0].cpu: the tag " \
-           "!!python/name:os.system is not allowed" in str(error.value)
+    assert str(error.value).startswith(
+        f"Pulumi.probe.yaml line {tagged}, column 14: spotburst:doll.workerGroups[0].cpu: the "
+        "tag !!python/name:os.system is not allowed")
 
 
 def test_values_arrive_as_the_engine_hands_them(tmp_path: Path) -> None:
