@@ -106,6 +106,8 @@ class _CloudMocks(pulumi.runtime.Mocks):
             state["ipAddress"] = self._next_ip()
         elif args.typ == "aws:ec2/instance:Instance":
             state["privateIp"] = self._next_ip()
+        elif args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state["latestVersion"] = 1
         elif args.typ == "aws:elasticache/replicationGroup:ReplicationGroup":
             state["primaryEndpointAddress"] = (
                 f"master.{args.name}.mock.{self.region}.cache.amazonaws.com"

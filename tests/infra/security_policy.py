@@ -164,17 +164,26 @@ def file_systems_are_encrypted(run: OfflineRun) -> list[Violation]:
 
 
 def imds_v2_is_required(run: OfflineRun) -> list[Violation]:
+    """Instances and launch templates require IMDSv2 tokens; a managed node group either asks
+    pulumi-eks for IMDSv2 (`enableIMDSv2`) or launches from a declared launch template that
+    requires it."""
+    templates = {
+        r.resource_id: r for r in run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    }
+
+    def requires_tokens(resource: DeclaredResource) -> bool:
+        return (resource.inputs.get("metadataOptions") or {}).get("httpTokens") == "required"
+
     violations = []
     for resource in run.resources:
         if resource.type in ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate"):
-            tokens = (resource.inputs.get("metadataOptions") or {}).get("httpTokens")
-            if tokens != "required":
+            if not requires_tokens(resource):
                 violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
-        elif (
-            resource.type == "eks:index:ManagedNodeGroup"
-            and resource.inputs.get("enableIMDSv2") is not True
-        ):
-            violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
+        elif resource.type == "eks:index:ManagedNodeGroup":
+            template = templates.get(str((resource.inputs.get("launchTemplate") or {}).get("id")))
+            from_template = template is not None and requires_tokens(template)
+            if resource.inputs.get("enableIMDSv2") is not True and not from_template:
+                violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
     return violations
 
 

@@ -283,9 +283,19 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
                                metadataOptions=None),
         {"imdsv2"},
     ),
-    "node-group-imdsv2-left-out": (
+    "node-group-launch-template-left-out": (
         lambda run: _set_input(run, "eks:index:ManagedNodeGroup", "eks-spot-cpu",
-                               enableIMDSv2=None),
+                               launchTemplate=None),
+        {"imdsv2"},
+    ),
+    "node-group-launch-template-not-declared": (
+        lambda run: _set_input(run, "eks:index:ManagedNodeGroup", "eks-spot-cpu",
+                               launchTemplate={"id": "lt-elsewhere", "version": "1"}),
+        {"imdsv2"},
+    ),
+    "node-launch-template-imdsv1": (
+        lambda run: _set_input(run, "aws:ec2/launchTemplate:LaunchTemplate", "eks-nodes",
+                               metadataOptions={"httpTokens": "optional"}),
         {"imdsv2"},
     ),
     "instance-imdsv1": (

@@ -212,6 +212,25 @@ def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -
     assert seen_spot and seen_on_demand
 
 
+def test_pods_reach_imds_v2_only_through_the_projects_launch_template(
+    dev_run: OfflineRun,
+) -> None:
+    """The spot-notice agent in a spot pod reads the interruption notice from IMDS: one hop
+    more than the node, so the hop limit is 2 (AL2023's default of 1 drops its packets),
+    and tokens are required. Declared here, not left to pulumi-eks's `enableIMDSv2`."""
+    [template] = dev_run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.inputs["metadataOptions"] == {
+        "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2}
+    groups = dev_run.of_type(NODE_GROUP)
+    assert len(groups) == 4
+    for group in groups:
+        assert group.inputs["launchTemplate"] == {"id": template.resource_id, "version": "1"}
+        # with enableIMDSv2 as well, pulumi-eks refuses a launch template of the user's
+        assert "enableIMDSv2" not in group.inputs, group.name
+        # with a launch template, the node group's version is not the cluster's by default
+        assert group.inputs["version"] == dev_run.config.spot_cluster.eks_version  # type: ignore[union-attr]
+
+
 def test_cluster_autoscaler_discovers_this_cluster_with_a_matching_version(
     dev_run: OfflineRun,
 ) -> None:
