@@ -33,7 +33,7 @@ from workloads.common.billing import Meter
     ({"replace_delay_s": -1}, "--replace-delay"),
     ({"bid": 0.1}, "--trace is required with --bid"),
     ({"trace": "x.json"}, "--bid is required with --trace"),
-    ({"trace": "/nonexistent.json", "bid": 0.1}, "--trace: trace /nonexistent.json: no such"),
+    ({"trace": "/nonexistent.json", "bid": 0.1}, "--trace: /nonexistent.json: no such file"),
     ({"object_store_mb": 10}, "--object-store-mb"),
 ])
 def test_a_bad_setting_names_its_flag(changes: dict[str, object], flag: str) -> None:
