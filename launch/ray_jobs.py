@@ -82,14 +82,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _SOURCE = re.compile(r"^\([^)]*\) ")  # Ray's "(raylet) " or "(task pid=1, ip=...) "
 _GLOG = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+ [IWEF] \d+ \d+\] (\([^)]*\) )?[\w.]+:\d+: ")
 _STARTS_TRACE = re.compile(
-    r"^(\*\*\* (SIG\w+ received at time=|Check failure stack trace|Aborted at)"
-    r"|PC: @\s+0x|@\s+0x[0-9a-f]+\s|Raylet is terminated\.)|Check failed:")
+    r"^(\*\*\* (SIG\w+ received at time=|Check failure stack trace|StackTrace Information"
+    r"|Aborted at)|PC: @\s+0x|@\s+0x[0-9a-f]+\s|\S*\(\S*\+0x[0-9a-f]+\) \[0x[0-9a-f]+\]"
+    r"|Raylet is terminated\.)|Check failed:")
 
 
 def ray_trace_line(line: str, in_block: bool) -> bool:
     """Whether a line of a Ray Job's log belongs to a block of Ray's own C++ crash output:
     a fatal signal's report (`*** SIGTERM received at time=... ***`, `PC: @ 0x...`), its
-    stack frames (`@ 0x... main`), a failed check (`Check failed: ...`) or the raylet's
+    stack frames (`@ 0x... main`, `raylet(+0x45c44c) [0x...] ray::rpc::GrpcServer::Run()`),
+    a failed check (`Check failed: ...`, `*** StackTrace Information ***`) or the raylet's
     death notice (`Raylet is terminated. ...`, then its indented last log lines), with
     Ray's prefixes (colour codes, `(raylet) `, a glog header) or without. `in_block`: whether
     the line before belonged to one; blank and indented lines continue a block."""

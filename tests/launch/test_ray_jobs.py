@@ -94,3 +94,12 @@ def test_the_diverter_writes_the_blocks_to_the_file_and_says_so_once(tmp_path: P
     assert len(shown) == 11 and diverter.diverted == 25
     assert (tmp_path / "run" / "ray-traces.log").read_text().count("\n") == 25
     assert without_ray_traces(lines) == [line for line in shown if line not in notices]
+
+
+def test_a_failed_check_and_its_stack_trace_are_diverted() -> None:
+    """A raylet whose node-manager port was taken (raylet.err, frames trimmed): gRPC's own
+    error line stays, the failed check and every frame after it go."""
+    shown, diverted = split("raylet_check_failed.log")
+    assert len(shown) == 1 and "No address added" in shown[0]
+    assert "Check failed: server_ Failed to start the grpc server" in diverted[0]
+    assert diverted[1] == "*** StackTrace Information ***" and len(diverted) == 10
