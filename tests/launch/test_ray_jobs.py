@@ -103,3 +103,15 @@ def test_a_failed_check_and_its_stack_trace_are_diverted() -> None:
     assert len(shown) == 1 and "No address added" in shown[0]
     assert "Check failed: server_ Failed to start the grpc server" in diverted[0]
     assert diverted[1] == "*** StackTrace Information ***" and len(diverted) == 10
+
+
+def test_a_spot_nodes_preemption_under_a_job_leaves_one_line_of_ray_in_view() -> None:
+    """A spot lab node preempted under a running job (notice, drain, kill): Ray reports the
+    raylet's end twice with its last 20 log lines; the user keeps the driver's lines and
+    Ray's one line that the task is retried."""
+    shown, diverted = split("spot_node_preempted_job.log")
+    assert [line for line in shown if not line.startswith("driver:")][1:] == [
+        "\x1b[33m(raylet)\x1b[0m Task work failed due to node preemption. The task will be "
+        "retried, but the retry will not count against the normal retry count."]
+    assert len(shown) == 8 and len(diverted) == 43
+    assert sum("Raylet is terminated" in line for line in diverted) == 2
