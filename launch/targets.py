@@ -114,7 +114,7 @@ def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = p
     finally:
         with procs.interrupts_ignored():
             left = marked_pids(marker)
-            procs.stop_pids(left, grace_s=5.0)
+            procs.stop_marked(left, marker, grace_s=5.0)
             note_removed(f"the local run of {run.module} and its Ray"
                          f"{f' ({len(left)} processes left, stopped)' if left else ''}")
     if code != 0:
