@@ -47,6 +47,7 @@ from typing import Any
 
 import procs
 from procs import MARKER_ENV
+from procs.journal import note_removed
 from spotlab.config import SpotLabConfig
 from spotlab.state import (
     condition,
@@ -227,6 +228,7 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
     with procs.interrupts_ignored():
         state = load_state(lab_id)
         lab_id = state["lab_id"]
+        nodes = len(state.get("nodes", []))
         config = SpotLabConfig.from_dict(state["config"])
         temp_dir = Path(state["temp_dir"]) if state.get("temp_dir") else None
         if save_events is not None and temp_dir and (temp_dir / "events.jsonl").exists():
@@ -255,6 +257,7 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
                                        f"{'; '.join(leftovers)} (state kept in "
                                        f"{state_path(lab_id)})")
         state_path(lab_id).unlink(missing_ok=True)
+        note_removed(f"spot lab {lab_id} ({nodes} nodes)")
     progress(f"spot lab {lab_id} removed")
     return removed
 

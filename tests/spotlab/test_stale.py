@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import procs
+from procs.journal import take_removed
 from spotlab import SpotLabConfig, SpotLabNotFound, lab_status, stop_lab
 from spotlab.report import format_status
 from spotlab.state import (
@@ -100,6 +101,7 @@ def test_down_never_stops_a_recorded_pid_without_the_marker(
     assert any(f"node head: recorded pid {foreign_node} is no longer the lab's" in line
                for line in progress)
     assert recorded_lab_ids() == [] and not (tmp_path / "sbs-aaa111").exists()
+    assert "spot lab aaa111 (2 nodes)" in take_removed()  # an interrupted task says so
 
 
 def test_spot_lab_down_through_invoke_leaves_foreign_processes_alone(

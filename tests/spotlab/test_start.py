@@ -102,13 +102,13 @@ def test_a_lab_that_cannot_come_up_says_why_in_one_line_and_leaves_nothing(
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: the spot lab did not start: spot lab ")
+    assert last.startswith("error: spot lab ")
     assert "did not come up: node head exited 1 (attempt 3 of 3): " in last
     assert "AF_UNIX path length cannot exceed 107 bytes" in last
     assert len(last) < 600
     kept = Path(last.rsplit("its logs are kept in ", 1)[1])
     assert (kept / "supervisor.log").exists() and "AF_UNIX" in (kept / "head.log").read_text()
-    lab_id = last.removeprefix("error: the spot lab did not start: spot lab ").split()[0]
+    lab_id = last.removeprefix("error: spot lab ").split()[0]
     assert not procs.marked_pids(lab_id)
     assert recorded_lab_ids() == [] and not (long_tmp / f"sbs-{lab_id}").exists()
     shutil.rmtree(long_tmp)
