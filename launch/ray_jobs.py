@@ -128,8 +128,8 @@ class RayTraceDiverter:
 
 async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None],
                   watchdog: Watchdog) -> None:
-    """Show the job's log lines as they come, until the log ends; RunStalled once the job
-    printed no progress for the watchdog's timeout."""
+    """Show the job's log lines as they come, until the log ends; RunStalled once the
+    watchdog (shown the lines that reach the user) saw no progress for its timeout."""
     pending = ""
     chunks = client.tail_job_logs(job_id).__aiter__()
     # waited for without a timeout of its own: cancelling the log's generator would end it
@@ -148,7 +148,6 @@ async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str]
         *lines, pending = pending.split("\n")
         for line in lines:
             if not line.startswith(MARKER):
-                watchdog.saw(line)
                 show(line)
         watchdog.check()
     if pending and not pending.startswith(MARKER):
@@ -195,9 +194,14 @@ def run_job(
     job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     show(f"submitted Ray job {job_id} to {address}")
     traces = trace_log or Path(tempfile.gettempdir()) / f"spotburst-{job_id}-ray-traces.log"
+    watchdog = Watchdog(stall_timeout_s)
+
+    def shown(line: str) -> None:
+        watchdog.saw(line)
+        show(line)
+
     try:
-        asyncio.run(_follow(client, job_id, RayTraceDiverter(show, traces),
-                            Watchdog(stall_timeout_s)))
+        asyncio.run(_follow(client, job_id, RayTraceDiverter(shown, traces), watchdog))
     except BaseException:  # Ctrl-C, SIGTERM or a lost stream: the job must not run on
         with interrupts_ignored(), contextlib.suppress(Exception):  # a cluster gone too
             if client.stop_job(job_id):

@@ -25,6 +25,7 @@ from pathlib import Path
 from vocab.errors import RunFailed
 
 POLL_S = 0.05
+STALL_CHECK_S = 0.5
 
 
 class ProcessNotReady(RunFailed, RuntimeError):
@@ -71,28 +72,36 @@ def spawn(
 
 
 @contextmanager
-def killed_after(process: subprocess.Popen[str], timeout_s: float) -> Iterator[threading.Event]:
-    """Kill `process` if the block is still running `timeout_s` from now (with the processes
-    it started, when it leads a session of its own, as `spawn` starts it: one of them may hold
-    its output pipe open); yields an event that is set when it was killed so."""
-    timed_out = threading.Event()
+def killed_after(
+    process: subprocess.Popen[str], timeout_s: float, stalled: Callable[[], bool] | None = None
+) -> Iterator[threading.Event]:
+    """Kill `process` if the block is still running `timeout_s` from now, or earlier once
+    `stalled()` says so (checked every STALL_CHECK_S), with the processes it started when it
+    leads a session of its own, as `spawn` starts it (one of them may hold its output pipe
+    open); yields an event that is set when it was killed so."""
+    given_up = threading.Event()
+    done = threading.Event()
+    deadline = time.monotonic() + timeout_s
 
-    def give_up() -> None:
-        timed_out.set()
-        try:
-            if os.getpgid(process.pid) == process.pid:
-                os.killpg(process.pid, signal.SIGKILL)
-            else:
-                process.kill()
-        except ProcessLookupError:
-            pass
+    def watch() -> None:
+        while not done.wait(min(STALL_CHECK_S, max(deadline - time.monotonic(), 0.0))):
+            if time.monotonic() >= deadline or (stalled is not None and stalled()):
+                given_up.set()
+                try:
+                    if os.getpgid(process.pid) == process.pid:
+                        os.killpg(process.pid, signal.SIGKILL)
+                    else:
+                        process.kill()
+                except ProcessLookupError:
+                    pass
+                return
 
-    timer = threading.Timer(timeout_s, give_up)
-    timer.start()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
-        yield timed_out
+        yield given_up
     finally:
-        timer.cancel()
+        done.set()
 
 
 def wait_for_line(
@@ -162,16 +171,18 @@ def follow(
     name: str,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    stalled: Callable[[], bool] | None = None,
 ) -> tuple[int, list[str]]:
     """Run `argv` to its end (stderr merged into stdout), calling `on_line` with each output
     line, newline stripped, as it comes; return (exit code, lines). Past `timeout_s` the
-    process is killed, silent or not, and TimeoutError carries its last lines; it is stopped
-    by PID on any way out."""
+    process is killed, silent or not, and TimeoutError carries its last lines; once
+    `stalled()` says so it is killed too, and its exit code returned (the caller says why);
+    it is stopped by PID on any way out."""
     process = spawn(argv, env=env, cwd=cwd, merge_stderr=True)
     assert process.stdout is not None
     lines: list[str] = []
     try:
-        with killed_after(process, timeout_s) as timed_out:
+        with killed_after(process, timeout_s, stalled) as timed_out:
             for raw in process.stdout:
                 line = raw.rstrip("\n")
                 lines.append(line)
@@ -179,7 +190,7 @@ def follow(
             process.wait()
     finally:
         stop(process)
-    if timed_out.is_set():
+    if timed_out.is_set() and not (stalled is not None and stalled()):
         tail = "\n".join(lines[-60:])
         raise TimeoutError(f"{name} did not end within {timeout_s:g} s; its last lines:\n{tail}")
     return process.returncode, lines

@@ -234,3 +234,12 @@ def test_log_gist_is_the_line_that_says_what_went_wrong(tmp_path: Path, log: str
     assert gist in log_gist(path)
     assert len(log_gist(path)) <= 160
     assert log_gist(tmp_path / "missing.log") == ""
+
+
+@pytest.mark.subprocess
+def test_follow_kills_a_process_its_caller_calls_stalled_and_returns_its_end() -> None:
+    seen: list[str] = []
+    script = "import time; print('one', flush=True); time.sleep(600)"
+    code, lines = follow([PY, "-c", script], seen.append, timeout_s=600,
+                         name="stalling", stalled=lambda: seen == ["one"])
+    assert lines == ["one"] and code == -signal.SIGKILL  # killed, not timed out
