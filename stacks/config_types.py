@@ -141,8 +141,9 @@ class RayClusterConfig:
                 PodRequest(
                     f"{self.experiment}.workerGroups[{index}]",
                     group.node_pool,
-                    sum(part.cpus for part in parts),
-                    sum(part.memory_gib for part in parts),
+                    # millicores and MiB, exactly: 1.65 + 0.1 is not 1.75 in floats
+                    round(sum(part.cpus for part in parts), 3),
+                    round(sum(part.memory_gib for part in parts), 6),
                     group.gpu,
                     group.min_replicas if self.ray_autoscaler else group.replicas,
                 )
