@@ -58,6 +58,7 @@ from launch.options import (
     TestOptions,
     TwoSiteLabOptions,
 )
+from launch.preempt import PREEMPT_SPEC, PreemptOptions
 from procs import sigterm_raises_interrupt
 from procs.journal import take_removed
 from spotlab.options import LAB_SPEC, SpotLabOptions
@@ -294,6 +295,18 @@ def _report_leftovers(options: AwsStackOptions) -> None:
     if not report.clean:
         raise Exit(render_leftovers(report), code=1)
     print(render_leftovers(report))
+
+
+@cli_task(PREEMPT_SPEC)
+def preempt(c: Context, options: PreemptOptions) -> None:
+    """Interrupt running spot instances of a deployed stack's pool now, through AWS FIS.
+
+    Each of --count starts the pool's experiment template: FIS picks a running spot instance,
+    sends it a rebalance recommendation and the two-minute notice, then interrupts it."""
+    from launch.preempt import format_started
+    from launch.preempt import preempt as interrupt
+
+    print(format_started(interrupt(options)))
 
 
 # --- DOLL -----------------------------------------------------------------------------------

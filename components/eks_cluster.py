@@ -4,15 +4,17 @@ enforcement in the VPC CNI, and one managed node group per node pool.
 Node groups start at their minimum size and leave their desired size to the Cluster
 Autoscaler (`ignore_scaling_changes`), so `pulumi up` never undoes a scale-up.
 
-Every node group launches from the project's own launch template, whose instance metadata
-options are IMDSv2 only (`httpTokens: required`) with a hop limit of 2. The hop limit is why
-the template is declared here: a pod's packets to IMDS cross one hop more than the node's
-own, and with AL2023's default of 1 they never arrive, so a Ray worker in a spot pod could not
-read its node's two-minute interruption notice (`/latest/meta-data/spot/instance-action`,
-workloads/common/spot_notice.py). pulumi-eks sets hop limit 2 only as a side effect
-of `enable_imd_sv2`; declaring it makes the dependency explicit and tested. The price: pods
-can also read the node role's credentials from IMDS. That role holds only the EKS worker,
-CNI, ECR read-only and SSM policies; the pods' own AWS access is their IRSA role.
+Every node group launches from a launch template of the project's own, one per pool, whose
+instance metadata options are IMDSv2 only (`httpTokens: required`) with a hop limit of 2. The
+hop limit is why the templates are declared here: a pod's packets to IMDS cross one hop more
+than the node's own, and with AL2023's default of 1 they never arrive, so the notice agent in
+a spot pod (workloads/common/notice_agent.py) could not read its node's two-minute
+interruption notice (`/latest/meta-data/spot/instance-action`). pulumi-eks sets hop limit 2
+only as a side effect of `enable_imd_sv2`; declaring it makes the dependency explicit and
+tested. The price: pods can also read the node role's credentials from IMDS. That role holds
+only the EKS worker, CNI, ECR read-only and SSM policies; the pods' own AWS access is their
+IRSA role. Each template also tags the instances it launches with the stack and the pool
+(vocab/tags.py): the spot pools' FIS experiment templates select their targets by them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pulumi_eks as eks
 
 from components.iam_documents import EC2_TRUST
 from components.placement import PoolPlacement
+from vocab.tags import node_pool_instance_tags
 
 _NODE_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -49,6 +52,8 @@ class NodePoolArgs:
 
 @dataclass
 class EksClusterArgs:
+    stack: str
+    """The stack's name, on every instance's tags."""
     cluster_name: str
     kubernetes_version: str
     vpc_id: pulumi.Input[str]
@@ -110,22 +115,29 @@ class EksCluster(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{short_name}", role=node_role.name, policy_arn=policy_arn, opts=child
             )
-        node_template = aws.ec2.LaunchTemplate(
-            f"{name}-nodes",
-            description=f"Nodes of {args.cluster_name}: IMDSv2 only, reachable from pods",
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled",
-                http_tokens="required",
-                http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            ),
-            tags=args.tags,
-            opts=child,
-        )
-        launch_template = aws.eks.NodeGroupLaunchTemplateArgs(
-            id=node_template.id, version=node_template.latest_version.apply(str)
-        )
         for pool in args.node_pools:
             placement = pool.placement
+            node_template = aws.ec2.LaunchTemplate(
+                f"{name}-{placement.name}-nodes",
+                description=f"Nodes of pool {placement.name} of {args.cluster_name}: IMDSv2 "
+                "only, reachable from pods",
+                metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                    http_endpoint="enabled",
+                    http_tokens="required",
+                    http_put_response_hop_limit=IMDS_HOP_LIMIT,
+                ),
+                tag_specifications=[
+                    aws.ec2.LaunchTemplateTagSpecificationArgs(
+                        resource_type="instance",
+                        tags=node_pool_instance_tags(args.stack, placement.name),
+                    )
+                ],
+                tags=args.tags,
+                opts=child,
+            )
+            launch_template = aws.eks.NodeGroupLaunchTemplateArgs(
+                id=node_template.id, version=node_template.latest_version.apply(str)
+            )
             eks.ManagedNodeGroup(
                 f"{name}-{placement.name}",
                 cluster=cluster,

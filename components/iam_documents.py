@@ -126,3 +126,52 @@ def secure_parameter_read_policy(parameter_arn: str, key_arn: str) -> str:
             ],
         }
     )
+
+
+FIS_SERVICE = "fis.amazonaws.com"
+SEND_SPOT_INTERRUPTIONS = "ec2:SendSpotInstanceInterruptions"
+DESCRIBE_INSTANCES = "ec2:DescribeInstances"
+
+
+def fis_trust(account_id: str) -> str:
+    """Only AWS FIS, acting for an experiment of this account, may assume the role."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": FIS_SERVICE},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+                }
+            ],
+        }
+    )
+
+
+def spot_interruption_policy(
+    region: str, account_id: str, instance_tags: dict[str, list[str]]
+) -> str:
+    """Interrupt only spot instances of this account and region that carry every one of
+    `instance_tags` (key -> allowed values: the stack, its spot pools); describing instances
+    (how FIS resolves tagged targets) has no resource-level scope in EC2."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": [DESCRIBE_INSTANCES], "Resource": "*"},
+                {
+                    "Effect": "Allow",
+                    "Action": [SEND_SPOT_INTERRUPTIONS],
+                    "Resource": f"arn:aws:ec2:{region}:{account_id}:instance/*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/{key}": values
+                            for key, values in instance_tags.items()
+                        }
+                    },
+                },
+            ],
+        }
+    )

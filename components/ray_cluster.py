@@ -1,5 +1,6 @@
 """One experiment's Ray cluster on the spot cluster: its namespace, service account (IRSA),
-a network policy around its pods, and the `ray.io/v1` RayCluster itself."""
+a network policy around its pods, the notice agent's files for its spot pods (a ConfigMap),
+and the `ray.io/v1` RayCluster itself."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from components.raycluster_spec import (
     HEAD_PORTS,
     RayClusterSpecArgs,
     head_service_name,
+    notice_agent_config_map_name,
+    notice_agent_file_key,
     raycluster_spec,
     token_secret_name,
 )
@@ -32,6 +35,9 @@ class RayClusterArgs:
     """The KubeRay operator release: the RayCluster waits for its CRD."""
     gcs_redis_password: pulumi.Input[str] | None = None
     """With `spec.gcs_fault_tolerance`: the Redis password, put in the Secret it names."""
+    notice_agent_files: dict[str, str] | None = None
+    """The notice agent's files (repository path -> text), needed when a worker group is on
+    a spot pool."""
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -98,6 +104,21 @@ class RayCluster(pulumi.ComponentResource):
             opts=child,
         )
         needs: list[pulumi.Resource] = [args.operator, service_account]
+        if any(group.placement.spot for group in args.spec.worker_groups):
+            if not args.notice_agent_files:
+                raise ValueError(f"{name}: spot worker groups need the notice agent's files")
+            needs.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-notice-agent",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=notice_agent_config_map_name(args.cluster_name),
+                        namespace=namespace.metadata.name,
+                    ),
+                    data={notice_agent_file_key(path): text
+                          for path, text in args.notice_agent_files.items()},
+                    opts=child,
+                )
+            )
         gcs = args.spec.gcs_fault_tolerance
         if gcs is not None:
             if args.gcs_redis_password is None:

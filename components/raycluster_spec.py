@@ -1,10 +1,15 @@
 """The `ray.io/v1` RayCluster spec, as plain data (validated offline against KubeRay's CRD).
 
 Every RayCluster has token auth (KubeRay >= 1.6 generates the token into a Secret named like
-the cluster and injects it into every Ray container) and hardened pods. Spot worker groups
-get a grace period and a Ray drain timeout sized to the two-minute spot warning: the node
-group's drain becomes SIGTERM to `ray start --block`, which drains the node with reason
-PREEMPTION (Ray Train and RLlib act on it) and exits before the node is gone.
+the cluster and injects it into every Ray container) and hardened pods. Every pod of a spot
+worker group runs the notice agent (workloads/common/notice_agent.py) in a second container
+of the same image: it polls the node's metadata service and drains its Ray node through the
+GCS at the interruption notice, with reason PREEMPTION and the notice's deadline, whenever
+the node group's eviction comes. The pod's grace period, Ray's drain timeout (the node
+group's eviction becomes SIGTERM to `ray start --block`, which drains too and stops) and the
+agent's poll come from one timing budget (vocab/spot_budget.py). Ray's image does not hold
+this project: the agent's files (vocab/spot.py's NOTICE_AGENT_FILES) come from a ConfigMap,
+mounted read-only.
 """
 
 from __future__ import annotations
@@ -14,17 +19,23 @@ from typing import Any
 
 from components.placement import GPU_RESOURCE, PoolPlacement
 from vocab.ports import CLIENT_SERVER_PORT, DASHBOARD_PORT, GCS_PORT
-from vocab.spot import SPOT_WARNING_S
+from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE
+from vocab.spot_budget import AWS_BUDGET, SpotBudget
 
 HEAD_PORTS = {"gcs-server": GCS_PORT, "dashboard": DASHBOARD_PORT, "client": CLIENT_SERVER_PORT}
 RAY_UID = 1000
 """The `ray` user of the rayproject/ray images (group `users`, 100)."""
 RAY_GID = 100
-SPOT_POD_GRACE_S = int(SPOT_WARNING_S) - 10
-"""The eviction starts a few seconds after the notice; the pod must be gone before the node."""
-RAY_DRAIN_TIMEOUT_S = SPOT_POD_GRACE_S - 20
-"""Ray drains this long, then exits inside the grace period (before the kubelet's SIGKILL)."""
 DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+NOTICE_AGENT_CONTAINER = "notice-agent"
+NOTICE_AGENT_VOLUME = "notice-agent"
+NOTICE_AGENT_ROOT = "/opt/spotburst"
+"""Where a spot pod mounts the agent's files (its PYTHONPATH)."""
+NOTICE_AGENT_CPU = "100m"
+NOTICE_AGENT_MEMORY = "256Mi"
+"""The agent's container: a poll every few seconds; Ray's GCS client is most of its memory."""
+TOKEN_KEY = "auth_token"
+"""The key of KubeRay's token Secret that holds the Ray token."""
 API_TOKEN_VOLUME = "kube-api-access"
 API_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 AUTOSCALER_IDLE_TIMEOUT_S = 60
@@ -70,7 +81,16 @@ class GcsFaultToleranceArgs:
 
 
 @dataclass
+class NoticeAgentArgs:
+    """The notice agent beside Ray in every spot pod."""
+
+    drain_on_rebalance: bool = False
+    budget: SpotBudget = AWS_BUDGET
+
+
+@dataclass
 class RayClusterSpecArgs:
+    cluster_name: str
     ray_version: str
     image: str
     service_account: str
@@ -78,6 +98,7 @@ class RayClusterSpecArgs:
     worker_groups: list[WorkerGroupArgs]
     ray_autoscaler: bool
     gcs_fault_tolerance: GcsFaultToleranceArgs | None = None
+    notice_agent: NoticeAgentArgs = field(default_factory=NoticeAgentArgs)
 
 
 def head_service_name(cluster_name: str) -> str:
@@ -93,6 +114,16 @@ def gcs_password_secret_name(cluster_name: str) -> str:
 def token_secret_name(cluster_name: str) -> str:
     """The Secret (key `auth_token`) KubeRay generates for `authOptions.mode: token`."""
     return cluster_name
+
+
+def notice_agent_config_map_name(cluster_name: str) -> str:
+    """The ConfigMap (in the cluster's namespace) holding the notice agent's files."""
+    return f"{cluster_name}-notice-agent"
+
+
+def notice_agent_file_key(path: str) -> str:
+    """A project file's key in the agent's ConfigMap (keys may not hold a `/`)."""
+    return path.replace("/", "__")
 
 
 def raycluster_spec(args: RayClusterSpecArgs) -> dict[str, Any]:
@@ -153,8 +184,11 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
     container = _container(args, "ray-worker", group.cpu, group.memory, group.gpu)
     pod = _pod(args, group.placement, container)
     if group.placement.spot:
-        pod["terminationGracePeriodSeconds"] = SPOT_POD_GRACE_S
-        container["env"] = [{"name": DRAIN_TIMEOUT_ENV, "value": str(RAY_DRAIN_TIMEOUT_S)}]
+        budget = args.notice_agent.budget
+        pod["terminationGracePeriodSeconds"] = int(budget.grace_period_s)
+        container["env"] = [{"name": DRAIN_TIMEOUT_ENV, "value": f"{budget.drain_timeout_s:g}"}]
+        pod["containers"].append(_notice_agent(args))
+        pod["volumes"] = [_notice_agent_volume(args.cluster_name)]
     spec: dict[str, Any] = {
         "groupName": group.name,
         "replicas": group.replicas,
@@ -168,6 +202,47 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
     if group.ray_labels:
         spec["labels"] = dict(group.ray_labels)
     return spec
+
+
+def _notice_agent(args: RayClusterSpecArgs) -> dict[str, Any]:
+    """The agent's container: the same image, the agent's files on its PYTHONPATH, the
+    cluster's token, the pod's IP (KubeRay starts Ray on it: that is the node to drain)."""
+    agent = args.notice_agent
+    command = ["python", "-m", NOTICE_AGENT_MODULE,
+               "--gcs-address", f"{head_service_name(args.cluster_name)}:{GCS_PORT}",
+               "--node-ip", "$(POD_IP)", "--name", "$(POD_NAME)",
+               "--poll", f"{agent.budget.poll_s:g}", "--warning", f"{agent.budget.warning_s:g}"]
+    if agent.drain_on_rebalance:
+        command.append("--drain-on-rebalance")
+    return {
+        "name": NOTICE_AGENT_CONTAINER,
+        "image": args.image,
+        "command": command,
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "PYTHONPATH", "value": NOTICE_AGENT_ROOT},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": "RAY_AUTH_MODE", "value": "token"},
+            {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {
+                "name": token_secret_name(args.cluster_name), "key": TOKEN_KEY}}},
+        ],
+        "resources": _limits(NOTICE_AGENT_CPU, NOTICE_AGENT_MEMORY, 0),
+        "securityContext": _container_security(),
+        "volumeMounts": [{"name": NOTICE_AGENT_VOLUME, "mountPath": NOTICE_AGENT_ROOT,
+                          "readOnly": True}],
+    }
+
+
+def _notice_agent_volume(cluster_name: str) -> dict[str, Any]:
+    return {
+        "name": NOTICE_AGENT_VOLUME,
+        "configMap": {
+            "name": notice_agent_config_map_name(cluster_name),
+            "items": [{"key": notice_agent_file_key(path), "path": path}
+                      for path in NOTICE_AGENT_FILES],
+        },
+    }
 
 
 def _pod_metadata() -> dict[str, Any]:

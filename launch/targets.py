@@ -25,9 +25,11 @@ from netem.lab.processes import MARKER_ENV, marked_pids
 from procs.journal import note_removed
 from spotlab.config import SpotLabConfig
 from spotlab.lab import spot_lab
+from spotlab.report import preemption_records
 from stacks.outputs import read_ray_cluster_outputs
 from vocab.errors import RunFailed, UserError
 from vocab.ports import DASHBOARD_PORT
+from vocab.preemptions import PREEMPTION_RECORD
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit
 from workloads.common.results import default_location
 from workloads.common.storage import LocalStorage, copy_all, open_storage
@@ -36,7 +38,9 @@ from workloads.common.transport import find_in_log
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
 RAY_TRACES = "ray-traces.log"
 """<out>/ray-traces.log: Ray's own crash output during the run, kept out of the terminal."""
-LAB_RECORD = "spotlab"  # <out>/spotlab/{config.json,events.jsonl}: the lab a run had
+LAB_RECORD = "spotlab"
+"""<out>/spotlab/{config.json,events.jsonl,preemptions.jsonl}: the lab a run had, and what
+became of each of its interruptions (vocab/preemptions.py's fields)."""
 TOKEN_KEY = "auth_token"  # the key KubeRay's token Secret holds the Ray token under
 
 
@@ -137,8 +141,9 @@ def run_on_spot_lab(
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """A new spot lab for this run: the workload is a Ray Job on the lab's dashboard (the
-    same path as --address, with the lab's token), the lab's config and events are kept in
-    `<out>/spotlab/`, and the lab is removed afterwards, also on failure or Ctrl-C."""
+    same path as --address, with the lab's token), the lab's config, events and preemption
+    records are kept in `<out>/spotlab/`, and the lab is removed afterwards, also on failure
+    or Ctrl-C."""
     with spot_lab(config, progress=show) as lab:
         if lab.dashboard_url is None:
             raise TargetError("the spot lab runs without a dashboard; jobs need one")
@@ -152,6 +157,9 @@ def run_on_spot_lab(
                                json.dumps(config.to_dict(), indent=2).encode())
             if lab.events_path.exists():
                 record.write_bytes(f"{LAB_RECORD}/events.jsonl", lab.events_path.read_bytes())
+                rows = preemption_records(lab.events())
+                record.write_bytes(f"{LAB_RECORD}/{PREEMPTION_RECORD}.jsonl", "".join(
+                    json.dumps(row, sort_keys=True) + "\n" for row in rows).encode())
 
 
 def run_remote(

@@ -2,7 +2,9 @@
 
 Times are lab (wall-clock) seconds, already compressed: the default warning is AWS's two
 minutes divided by DEFAULT_COMPRESSION, the Markov chain steps every refresh_s (the paper's
-2 s refresh, compressed the same way).
+2 s refresh, compressed the same way), a rebalance recommendation comes rebalance_lead_s
+before its interruption (AWS: often 10–20 minutes, here 15 minutes compressed). An explicit
+schedule's times (`--preemptions at:...`) are the run's own seconds, never compressed.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
+from vocab.preemptions import MODEL, PreemptionSchedule, ScheduleError, parse_schedule
 from vocab.spot import POOL_HEAD, POOL_LEARNER, POOL_ON_DEMAND, POOL_SPOT, SPOT_WARNING_S
+from vocab.spot_budget import SpotBudget, lab_budget
 from workloads.common.spot_market.trace import DEFAULT_TRACE, PriceTrace, TraceError, load_trace
 
 DEFAULT_COMPRESSION = 20.0
 """Lab seconds are AWS seconds / 20: a 120 s notice becomes 6 s, a 2 s refresh 0.1 s."""
+REBALANCE_LEAD_S = 15 * 60.0 / DEFAULT_COMPRESSION
 MAX_NODES_PER_POOL = 16
 MIN_OBJECT_STORE_MB = 80
 
@@ -62,6 +67,14 @@ class SpotLabConfig:
     object_store_mb: int = 100
     dashboard: bool = True
     """The head's dashboard (and Ray Jobs API) on loopback; off makes a quicker lab."""
+    preemptions: str | None = None
+    """The schedule (vocab/preemptions.py); None: `model`."""
+    rebalance_chance: float = 0.0
+    """The chance that an interruption is preceded by a rebalance recommendation (0: never,
+    the lab as it was before it modelled them)."""
+    rebalance_lead_s: float = REBALANCE_LEAD_S
+    drain_on_rebalance: bool = False
+    """The notice agents drain their node at a rebalance recommendation too."""
 
     def __post_init__(self) -> None:
         for name in ("spot", "on_demand", "learner"):
@@ -81,6 +94,17 @@ class SpotLabConfig:
         for name in ("replace_delay_s", "on_demand_price"):
             if not getattr(self, name) >= 0:
                 raise SpotLabConfigError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.rebalance_chance <= 1.0:
+            raise SpotLabConfigError(f"--rebalance-chance must be in 0..1, got "
+                                     f"{self.rebalance_chance}")
+        if not self.rebalance_lead_s >= 0:
+            raise SpotLabConfigError(f"--rebalance-lead must be >= 0, got "
+                                     f"{self.rebalance_lead_s}")
+        schedule = self.schedule()
+        if schedule.kind != MODEL and (self.trace is not None or self.bid is not None):
+            raise SpotLabConfigError(f"--{'trace' if self.trace is not None else 'bid'} only "
+                                     f"goes with --preemptions {MODEL} (the price model), not "
+                                     f"{schedule.text}")
         if (self.trace is None) != (self.bid is None):
             given, missing = ("trace", "bid") if self.bid is None else ("bid", "trace")
             raise SpotLabConfigError(f"{flag(missing)} is required with {flag(given)}")
@@ -94,6 +118,17 @@ class SpotLabConfig:
     @property
     def preemption_model(self) -> str:
         return "trace" if self.trace is not None else "markov"
+
+    def schedule(self) -> PreemptionSchedule:
+        """The `--preemptions` schedule (not set: the lab's model)."""
+        try:
+            return parse_schedule(MODEL if self.preemptions is None else self.preemptions)
+        except ScheduleError as error:
+            raise SpotLabConfigError(f"--preemptions {error}") from None
+
+    def budget(self) -> SpotBudget:
+        """AWS's spot timing budget on this lab's clock (its warning instead of 120 s)."""
+        return lab_budget(self.warning_s)
 
     def price_trace(self) -> PriceTrace:
         """The trace that prices spot time (and preempts, with a bid): --trace, else the

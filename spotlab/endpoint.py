@@ -1,10 +1,14 @@
 """A lab node's instance metadata endpoint: the IMDSv2 subset a spot notice watcher uses.
 
 `PUT /latest/api/token` with `X-aws-ec2-metadata-token-ttl-seconds: 1..21600` returns a
-session token (400 without a valid TTL); `GET /latest/meta-data/spot/instance-action` with
-`X-aws-ec2-metadata-token` returns 404 until a notice is posted, then
-`{"action": "terminate", "time": "...Z"}`; a missing, unknown or expired token gets 401, as
-on EC2. Served on loopback, one port per node, from a thread of the lab's supervisor.
+session token (400 without a valid TTL); with `X-aws-ec2-metadata-token`,
+`GET /latest/meta-data/spot/instance-action` returns 404 until a notice is posted, then
+`{"action": "terminate", "time": "...Z"}`, `GET /latest/meta-data/events/recommendations/
+rebalance` 404 until a recommendation is posted, then `{"noticeTime": "...Z"}`, and
+`GET /latest/meta-data/instance-id` the node's name; a missing, unknown or expired token gets
+401, as on EC2. Times carry milliseconds (EC2 writes whole seconds: on the lab's compressed
+clock a second is a sixth of the warning). Served on loopback, one port per node, from a
+thread of the lab's supervisor.
 
 Bounded, as a process that lives as long as the lab: a connection that has not sent its
 whole request within READ_TIMEOUT_S is closed (its thread freed), at most MAX_CONNECTIONS are
@@ -28,6 +32,8 @@ from typing import Any
 
 from vocab.spot import (
     IMDS_INSTANCE_ACTION_PATH,
+    IMDS_INSTANCE_ID_PATH,
+    IMDS_REBALANCE_PATH,
     IMDS_TOKEN_HEADER,
     IMDS_TOKEN_PATH,
     IMDS_TOKEN_TTL_HEADER,
@@ -41,17 +47,21 @@ MAX_TOKENS = 64
 
 
 def notice_time(epoch_s: float) -> str:
-    """AWS's notice time format: UTC, whole seconds, a trailing Z."""
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """AWS's notice time format (UTC, a trailing Z), to the millisecond."""
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
 
 
 class NoticeEndpoint:
     """One node's metadata endpoint on 127.0.0.1:`port` (0 picks a free port)."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", instance_id: str = "lab-node"
+                 ) -> None:
         self._lock = threading.Lock()
         self._tokens: dict[str, float] = {}  # token -> expiry (monotonic)
         self._notice: bytes | None = None
+        self._rebalance: bytes | None = None
+        self.instance_id = instance_id
         self.delay_s = 0.0
         self.raw_body: bytes | None = None
         endpoint = self
@@ -78,10 +88,7 @@ class NoticeEndpoint:
                 if not endpoint._token_valid(self.headers.get(IMDS_TOKEN_HEADER)):
                     self._answer(401, b"")
                     return
-                if self.path != IMDS_INSTANCE_ACTION_PATH:
-                    self._answer(404, b"")
-                    return
-                body = endpoint._instance_action()
+                body = endpoint._document(self.path)
                 self._answer(404, b"") if body is None else self._answer(200, body)
 
             def _answer(self, status: int, body: bytes) -> None:
@@ -116,6 +123,12 @@ class NoticeEndpoint:
     def clear_notice(self) -> None:
         with self._lock:
             self._notice = None
+
+    def post_rebalance(self, epoch_s: float) -> None:
+        """From now on the rebalance recommendation, issued at `epoch_s`, is there."""
+        body = json.dumps({"noticeTime": notice_time(epoch_s)})
+        with self._lock:
+            self._rebalance = body.encode()
 
     def close(self) -> None:
         self._server.shutdown()
@@ -165,9 +178,16 @@ class NoticeEndpoint:
             expiry = self._tokens.get(token or "")
         return expiry is not None and time.monotonic() < expiry
 
-    def _instance_action(self) -> bytes | None:
+    def _document(self, path: str) -> bytes | None:
+        """What a GET of `path` answers (None: 404)."""
         with self._lock:
-            return self.raw_body if self.raw_body is not None else self._notice
+            if path == IMDS_INSTANCE_ACTION_PATH:
+                return self.raw_body if self.raw_body is not None else self._notice
+            if path == IMDS_REBALANCE_PATH:
+                return self._rebalance
+            if path == IMDS_INSTANCE_ID_PATH:
+                return self.instance_id.encode()
+            return None
 
 
 class _BoundedServer(ThreadingHTTPServer):

@@ -15,6 +15,7 @@ from spotlab.config import (
     DEFAULT_COMPRESSION,
     MAX_NODES_PER_POOL,
     MIN_OBJECT_STORE_MB,
+    REBALANCE_LEAD_S,
     SpotLabConfig,
     SpotLabConfigError,
 )
@@ -27,7 +28,8 @@ _DEFAULTS = SpotLabConfig()
 @dataclass(frozen=True, kw_only=True)
 class SpotLabOptions:
     """A local spot lab: a head, on-demand, learner and spot worker nodes, and how the spot
-    nodes are preempted (a Markov chain, or a price trace with a bid)."""
+    nodes are preempted (the schedule: a Markov chain, a price trace with a bid, or explicit
+    times; rebalance recommendations ahead of some)."""
 
     spot: int = option(_DEFAULTS.spot, "spot worker nodes, preempted by the chosen model",
                        minimum=0, maximum=MAX_NODES_PER_POOL)
@@ -66,6 +68,22 @@ class SpotLabOptions:
     lab_seed: int = option(_DEFAULTS.seed, "seed of the lab's preemption chains")
     object_store_mb: int = option(_DEFAULTS.object_store_mb, "object store of each node (MB)",
                                   minimum=MIN_OBJECT_STORE_MB)
+    preemptions: str | None = option(
+        None, "when spot nodes are interrupted: model (the Markov chain of --alpha/--refresh/"
+              "--lab-seed, or the price trace of --trace/--bid), none, or at:T,T,... (times "
+              "after the start: 90, 90s, 5m, 1h; a time twice interrupts two nodes); on the "
+              "spot lab (not set: model)")
+    rebalance_chance: float = option(_DEFAULTS.rebalance_chance,
+                                     "chance that an interruption is preceded by a rebalance "
+                                     "recommendation (0: none); the node group then starts a "
+                                     "replacement and drains the node once it joins",
+                                     minimum=0.0, maximum=1.0)
+    rebalance_lead: float = option(REBALANCE_LEAD_S,
+                                   "seconds from a rebalance recommendation to its "
+                                   "interruption (AWS's 10-20 minutes, compressed)",
+                                   minimum=0.0)
+    drain_on_rebalance: bool = option(False, "the notice agents drain their Ray node at a "
+                                             "rebalance recommendation too")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -93,6 +111,10 @@ class SpotLabOptions:
                 seed=self.lab_seed,
                 object_store_mb=self.object_store_mb,
                 dashboard=dashboard,
+                preemptions=self.preemptions,
+                rebalance_chance=self.rebalance_chance,
+                rebalance_lead_s=self.rebalance_lead,
+                drain_on_rebalance=self.drain_on_rebalance,
             )
         except SpotLabConfigError as error:
             flag, _, problem = str(error).partition(" ")

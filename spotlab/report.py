@@ -1,4 +1,5 @@
-"""What a lab's events say: per preemption, the delays a spot workload lives with."""
+"""What a lab's events say: per preemption, the delays a spot workload lives with, and the
+rows of a run's `spotlab/preemptions.jsonl` (vocab/preemptions.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,20 @@ import statistics
 from typing import Any
 
 from spotlab.state import CONDITION_TEXT, STALE
+from vocab.preemptions import CAUSE_NOTICE, CAUSE_REBALANCE, preemption_record
 
 
 def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per notice: seconds from the notice to Ray's drain, the node's death in Ray,
-    the kill at the deadline, and the replacement's join (and from the kill to that join)."""
+    """One row per notice: seconds from the notice to its agent's drain (accepted by the
+    GCS), to Ray listing the node as draining, to the node's death in Ray, to the kill at the
+    deadline, and to the replacement's join (and from the kill to that join)."""
     rows = []
     for notice in (e for e in events if e["event"] == "notice"):
         node = notice["node"]
 
         def after(kind: str, node: str = node, since: float = notice["t"]) -> float | None:
-            found = [e["t"] for e in events if e["event"] == kind and e["node"] == node]
+            found = [e["t"] for e in events if e["event"] == kind and e["node"] == node
+                     and e["t"] >= since and _accepted(e)]
             return round(found[0] - since, 3) if found else None
 
         replacement = next((e for e in events if e["event"] == "join"
@@ -26,6 +30,7 @@ def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append({
             "node": node,
             "warning_s": notice["warning_s"],
+            "to_agent_drain_s": after("agent-drain"),
             "to_draining_s": after("draining"),
             "to_dead_s": after("dead"),
             "to_kill_s": kill,
@@ -41,12 +46,60 @@ def summary(events: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians and ranges over the preemptions recorded so far."""
     rows = preemptions(events)
     result: dict[str, Any] = {"preemptions": len(rows)}
-    for key in ("to_draining_s", "to_dead_s", "to_kill_s", "kill_to_join_s"):
+    for key in ("to_agent_drain_s", "to_draining_s", "to_dead_s", "to_kill_s",
+                "kill_to_join_s"):
         values = [row[key] for row in rows if row[key] is not None]
         if values:
             result[key] = {"median": round(statistics.median(values), 3),
                            "min": min(values), "max": max(values), "n": len(values)}
     return result
+
+
+def _accepted(event: dict[str, Any]) -> bool:
+    """An agent's drain counts once the GCS accepted it; every other event counts."""
+    return event["event"] != "agent-drain" or bool(event.get("accepted"))
+
+
+def preemption_records(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's `spotlab/preemptions.jsonl` from its lab's events: one row per node that got its
+    interruption notice, or that the node group drained after a rebalance recommendation
+    before any notice came (cause `rebalance`)."""
+    rows = []
+    ended = [e for e in events if e["event"] in ("notice", "rebalance-drain")]
+    for end in ended:
+        node = end["node"]
+        if end["event"] == "rebalance-drain" and any(
+                e["event"] == "notice" and e["node"] == node for e in events):
+            continue  # a notice came too: counted once, as the notice's
+
+        def first(kind: str, node: str = node, **match: Any) -> dict[str, Any] | None:
+            return next((e for e in events if e["event"] == kind and e["node"] == node
+                         and all(e.get(key) == value for key, value in match.items())), None)
+
+        rebalance = first("rebalance")
+        notice = first("notice")
+        # Ray had it draining once the GCS accepted a drain (an idle node ends at once,
+        # before anyone reads the draining table) or once it was seen in that table
+        drains = [e["t"] for e in (first("agent-drain", accepted=True), first("draining"))
+                  if e is not None]
+        kill = first("kill")
+        joined = next((e for e in events if e["event"] == "join"
+                       and e.get("replaces") == node), None)
+        scheduled = (notice or {}).get("scheduled_at") or (rebalance or {}).get("scheduled_at")
+        rows.append(preemption_record(
+            scheduled_at=scheduled,
+            rebalance_at=rebalance["t"] if rebalance else None,
+            notice_at=notice["t"] if notice else None,
+            drain_seen_at=min(drains, default=None),
+            gone_at=kill["t"] if kill else None,
+            replacement_joined_at=joined["t"] if joined else None,
+            cause=CAUSE_NOTICE if notice else CAUSE_REBALANCE,
+            node=node,
+            ray_node_id=end.get("ray_node_id"),
+            pool=end.get("pool"),
+            instance_id=node,
+        ))
+    return rows
 
 
 def format_status(status: dict[str, Any]) -> str:

@@ -1,14 +1,25 @@
 """The spot lab's supervisor: `python -m spotlab LAB_ID`, one process per lab.
 
-It starts the lab's Ray nodes (one `ray start --block` each, a notice endpoint each): the
-head, then every other node at once; a node whose `ray start` gives up is started again
+It starts the lab's Ray nodes (one `ray start --block` each, a notice endpoint each, and
+beside every spot node its notice agent, workloads/common/notice_agent.py, as on a spot pod):
+the head, then every other node at once; a node whose `ray start` gives up is started again
 (START_ATTEMPTS), and a lab that cannot come up ends with FAILED_LINE and why. Then it
-drives the preemptions until SIGTERM, then removes every node. On a preemption of a spot
-node: its endpoint shows the notice, its `ray start` gets SIGTERM (Ray drains the node with
-reason PREEMPTION for RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S = the warning), at the deadline
-whatever is left of it is killed, and once capacity is back and the replacement delay has
-passed a new node joins in its slot. Every step is an event in `events.jsonl` in the lab's
-temp dir, with its wall time `t` (epoch seconds).
+carries out the preemption schedule (spotlab/capacity.py) until SIGTERM, then removes every
+node. On a preemption of a spot node: its endpoint shows the notice; its agent sees it and
+drains the node through the GCS (reason PREEMPTION, the deadline of the timing budget,
+vocab/spot_budget.py): the supervisor itself only serves the notice and, at the deadline,
+kills whatever is left of the node, as the instance's end; once capacity is back and the
+replacement delay has passed a new node joins in its slot.
+
+Rebalance recommendations (`rebalance_chance` > 0): the schedule is known ahead, so a share
+of its interruptions is announced `rebalance_lead_s` early on the node's endpoint; the node
+group's answer is modelled as EKS's: a replacement starts at once (into other capacity: the
+slot's coming outage does not hit it), and once it has joined the old node is drained as a
+pod eviction does it (SIGTERM to its `ray start`: Ray's drain for the budget's drain timeout)
+and ends within the pod's grace period, unless its notice came first.
+
+Every step is an event in `events.jsonl` in the lab's temp dir, with its wall time `t`
+(epoch seconds); the agents append theirs (`agent-*`) to the same file.
 
 It reads the node table and the draining nodes from the GCS (with the lab's token, not as a
 driver), and it owns every node process: it stops a node's `ray start` by its handle and
@@ -31,16 +42,26 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import procs
 from netem.ports import free_local_ports
 from procs import MARKER_ENV
-from spotlab.capacity import SpotCapacity
+from spotlab.capacity import Interruption, SpotCapacity
 from spotlab.config import NodeSpec, SpotLabConfig
 from spotlab.endpoint import NoticeEndpoint
 from spotlab.state import load_state, node_marker, save_state
 from vocab.errors import RunFailed, one_line
 from vocab.ports import RayPorts
-from vocab.spot import IMDS_ENDPOINT_ENV, POOL_HEAD, POOL_SPOT, node_labels, placement_resources
+from vocab.preemptions import CAUSE_NOTICE, CAUSE_REBALANCE
+from vocab.spot import (
+    IMDS_ENDPOINT_ENV,
+    NOTICE_AGENT_MODULE,
+    POOL_HEAD,
+    POOL_SPOT,
+    node_labels,
+    placement_resources,
+)
 from workloads.common.spot_market.billing import Meter
 
 READY_LINE = "spotlab supervisor: lab is up"
@@ -54,6 +75,9 @@ START_ATTEMPTS = 3
 GONE_FORGOTTEN_S = 30.0
 """A gone node is dropped from memory once Ray lists it dead, or this long after it went."""
 DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+REBALANCE_SEED = 104729
+"""Mixed into the lab's seed for the rebalance draws and the choice of node an explicit
+schedule interrupts: the chains' own draws stay what they were."""
 
 SLOW_MACHINE_RAY_CONFIG = {
     # The raylet gives its dashboard agent 30 s to register (then the node dies): a loaded
@@ -149,6 +173,9 @@ class Node:
     started_at: float
     replaces: str | None = None
     attempt: int = 1
+    agent: subprocess.Popen[str] | None = None
+    """The notice agent beside a spot node."""
+    agent_exited: bool = False
     ray_id: str | None = None
     joined_at: float | None = None
     notice_at: float | None = None
@@ -157,12 +184,28 @@ class Node:
     exited_at: float | None = None
     dead_at: float | None = None
     killed_at: float | None = None
+    rebalance_at: float | None = None
+    rebalance_replacement: str | None = None
+    """The node the node group started when this one got its rebalance recommendation."""
+    ending: str | None = None
+    """Why the node is ending: CAUSE_NOTICE (its notice's deadline) or CAUSE_REBALANCE (the
+    node group drains it after its replacement joined); None while it is not."""
+    exempt: bool = False
+    """Started into other capacity after a rebalance recommendation: the slot's current
+    outage does not preempt it (cleared once the slot's capacity is back)."""
 
     @property
     def gone(self) -> bool:
-        """The instance is gone: killed at its deadline, or ended by itself."""
+        """The instance is gone: killed (at its deadline, or by the node group), or ended by
+        itself."""
         return self.killed_at is not None or (self.exited_at is not None
-                                              and self.notice_at is None)
+                                              and self.ending is None)
+
+    @property
+    def preemptible(self) -> bool:
+        """A spot node that has joined and is not ending: what an interruption may hit."""
+        return (self.spec.slot is not None and self.ray_id is not None and self.ending is None
+                and self.exited_at is None)
 
 
 class Supervisor:
@@ -174,6 +217,12 @@ class Supervisor:
         self.events_path = self.temp_dir / "events.jsonl"
         self.interrupts_dir = self.temp_dir / "interrupts"
         self.capacity = SpotCapacity(self.config)
+        self.budget = self.config.budget()
+        self.draws = np.random.default_rng([self.config.seed, REBALANCE_SEED])
+        self.scheduled_to = 0.0  # lab time up to which the schedule's interruptions are done
+        self.looked_to = 0.0  # lab time up to which rebalance recommendations are decided
+        self.outage_since: dict[int, float] = {}  # slot -> when its capacity went (epoch)
+        self.reserved: dict[tuple[float, int], str] = {}  # interruption -> node it will hit
         self.meter = Meter(self.config.on_demand_price)
         self.nodes: dict[str, Node] = {}
         self.vacant: dict[int, tuple[float, str]] = {}  # slot -> (since, node it replaces)
@@ -182,6 +231,7 @@ class Supervisor:
         self.up_at = 0.0
         self.gcs: Any = None
         self.lock = threading.RLock()  # the loop's tick vs a node's kill at its deadline
+        self.kill_guard = threading.Lock()
         self.stopping = False
         self.saved_at = 0.0
         self.state["supervisor_pid"] = os.getpid()
@@ -280,7 +330,7 @@ class Supervisor:
                     attempt: int = 1) -> Node:
         ports = node_ports({port for node in self.nodes.values()
                             for port in vars(node.ports).values()})
-        endpoint = NoticeEndpoint()
+        endpoint = NoticeEndpoint(instance_id=spec.name)
         record: dict[str, Any] = {"name": spec.name, "pool": spec.pool, "slot": spec.slot,
                                   "num_cpus": spec.num_cpus, "pid": None,
                                   "node_manager_port": ports.node_manager,
@@ -293,7 +343,8 @@ class Supervisor:
             **lab_env(self.temp_dir),
             MARKER_ENV: node_marker(self.lab_id, spec.name),
             IMDS_ENDPOINT_ENV: endpoint.url,
-            DRAIN_TIMEOUT_ENV: str(self.config.warning_s) if spec.pool == POOL_SPOT else "0",
+            DRAIN_TIMEOUT_ENV: f"{self.budget.drain_timeout_s:g}" if spec.pool == POOL_SPOT
+            else "0",
             **SLOW_MACHINE_RAY_CONFIG,
             **NO_METRICS_EXPORT,
         }
@@ -305,9 +356,22 @@ class Supervisor:
         self._save()
         node = Node(spec, ports, endpoint, process, started_at=time.time(), replaces=replaces,
                     attempt=attempt)
+        if spec.pool == POOL_SPOT:
+            node.agent = procs.spawn(self._agent_argv(node), env=env,
+                                     log_path=self._log(f"{spec.name}-agent"))
         self.nodes[spec.name] = node
-        self._event("start", node, t=node.started_at, attempt=attempt, pid=process.pid)
+        self._event("start", node, t=node.started_at, attempt=attempt, pid=process.pid,
+                    agent_pid=node.agent.pid if node.agent else None)
         return node
+
+    def _agent_argv(self, node: Node) -> list[str]:
+        """The node's notice agent: the same program a spot pod runs beside Ray, on this
+        lab's clock (its warning), finding its node by the raylet's port (every lab node has
+        the same IP)."""
+        argv = [sys.executable, "-m", NOTICE_AGENT_MODULE, "--gcs-address", self.head_address,
+                "--node-manager-port", str(node.ports.node_manager), "--name", node.spec.name,
+                "--warning", f"{self.config.warning_s:g}", "--events", str(self.events_path)]
+        return argv + (["--drain-on-rebalance"] if self.config.drain_on_rebalance else [])
 
     # --- the preemption loop ----------------------------------------------------------------
 
@@ -319,73 +383,184 @@ class Supervisor:
 
     def tick(self) -> None:
         now = time.time()
-        available = self.capacity.available(now - self.up_at)
+        lab_s = now - self.up_at
+        # the schedule ahead first: the chains' past steps are forgotten once passed
+        if self.config.rebalance_chance > 0:
+            self._recommend_rebalances(now, lab_s)
+        due = self.capacity.interruptions_between(self.scheduled_to, lab_s)
+        self.scheduled_to = lab_s
+        available = self.capacity.available(lab_s)
         infos = self._ray_nodes()
         self._watch_joins(infos, record=True)
         draining = self._draining()
         requested = self._interrupt_requests()
+        for slot, up in enumerate(available):
+            if up:
+                self.outage_since.pop(slot, None)
+            else:
+                self.outage_since.setdefault(slot, now)
+        for interruption in due:
+            if interruption.slot is not None:
+                self.outage_since[interruption.slot] = self.up_at + interruption.t
+            else:
+                self._interrupt_one(interruption, now)
         for node in list(self.nodes.values()):
             self._watch_node(node, infos, draining, now)
-            slot = node.spec.slot
+            home = node.spec.slot
+            if home is not None and available[home]:
+                node.exempt = False  # capacity is back: the next outage hits it too
+            asked = node.spec.name in requested
             # Only a node that has joined is preempted: one still booting gets its notice
             # once it is up, if its capacity is still gone by then.
-            if (slot is not None and node.ray_id is not None and node.notice_at is None
-                    and node.exited_at is None
-                    and (not available[slot] or node.spec.name in requested)):
-                self._preempt(node, now)
-            elif slot is None and node.spec.name in requested and node.killed_at is None:
+            if node.preemptible and node.notice_at is None and (
+                    asked or (home is not None and not available[home] and not node.exempt)):
+                self._preempt(node, now, None if asked or home is None
+                              else self.outage_since.get(home))
+            elif home is None and asked and node.killed_at is None:
                 self._kill(node)  # an on-demand instance that fails gets no notice
         for slot, (since, replaced) in sorted(self.vacant.items()):
             if available[slot] and now >= since + self.config.replace_delay_s:
                 del self.vacant[slot]
-                name = f"spot-{self.next_spot}"
-                self.next_spot += 1
-                node = self._start_node(NodeSpec(name, POOL_SPOT, self.config.cpus_per_node,
-                                                 slot), replaces=replaced)
-                self._event("replacement-started", node, slot=slot, replaces=replaced)
+                self._start_replacement(slot, replaced)
         self._bill(now)
         self._drop_gone(now)
         if now - self.saved_at >= SAVE_EVERY_S:  # the bill so far, for spot-lab-status
             self._save()
 
-    def _preempt(self, node: Node, now: float) -> None:
+    def _start_replacement(self, slot: int, replaces: str, *, exempt: bool = False) -> Node:
+        name = f"spot-{self.next_spot}"
+        self.next_spot += 1
+        node = self._start_node(NodeSpec(name, POOL_SPOT, self.config.cpus_per_node, slot),
+                                replaces=replaces)
+        node.exempt = exempt
+        self._event("replacement-started", node, slot=slot, replaces=replaces,
+                    after_rebalance=exempt)
+        return node
+
+    def _interrupt_one(self, interruption: Interruption, now: float) -> None:
+        """An explicit schedule's point: the node a rebalance recommendation was sent to for
+        it, else one of the running spot nodes (drawn with the lab's seed); none running:
+        the point is missed, as a FIS experiment finds no target."""
+        name = self.reserved.pop(interruption.key, None)
+        scheduled = self.up_at + interruption.t
+        if name is not None:
+            node = self.nodes.get(name)
+            if node is None or not node.preemptible:
+                return  # it went ahead of its notice (the node group's drain): done
+        else:
+            node = self._draw_node()
+            if node is None:
+                self._lab_event("interruption-missed", scheduled_at=scheduled,
+                                why="no running spot node")
+                return
+        self._preempt(node, now, scheduled)
+
+    def _draw_node(self, exclude: set[str] | None = None) -> Node | None:
+        candidates = sorted(name for name, node in self.nodes.items() if node.preemptible
+                            and node.notice_at is None and name not in (exclude or set()))
+        if not candidates:
+            return None
+        return self.nodes[candidates[int(self.draws.integers(len(candidates)))]]
+
+    def _recommend_rebalances(self, now: float, lab_s: float) -> None:
+        """Decide, once per interruption to come within the lead, whether a rebalance
+        recommendation announces it; if so, send it to the node it will hit."""
+        horizon = lab_s + self.config.rebalance_lead_s
+        if horizon <= self.looked_to:
+            return
+        upcoming = self.capacity.interruptions_between(self.looked_to, horizon)
+        self.looked_to = horizon
+        for interruption in upcoming:
+            if self.draws.random() >= self.config.rebalance_chance:
+                continue
+            if interruption.slot is None:
+                node = self._draw_node(exclude=set(self.reserved.values()))
+                if node is not None:
+                    self.reserved[interruption.key] = node.spec.name
+            else:
+                node = next((n for n in self.nodes.values() if n.spec.slot == interruption.slot
+                             and n.preemptible and not n.exempt), None)
+            if node is not None and node.rebalance_at is None and node.notice_at is None:
+                self._recommend_rebalance(node, now, self.up_at + interruption.t)
+
+    def _recommend_rebalance(self, node: Node, now: float, interruption_at: float) -> None:
+        """The recommendation on the node's endpoint, and the node group's answer: a
+        replacement, started at once into capacity the coming outage does not take."""
+        assert node.spec.slot is not None
+        node.rebalance_at = now
+        node.endpoint.post_rebalance(now)
+        self._event("rebalance", node, scheduled_at=interruption_at,
+                    lead_s=round(interruption_at - now, 3))
+        replacement = self._start_replacement(node.spec.slot, node.spec.name, exempt=True)
+        node.rebalance_replacement = replacement.spec.name
+
+    def _rebalance_drain(self, node: Node, now: float) -> None:
+        """Its replacement joined: the node group cordons and drains the node (SIGTERM to
+        its `ray start`, which drains Ray for the drain timeout and stops), and the instance
+        ends once the pod is gone, within its grace period at the latest."""
+        node.ending = CAUSE_REBALANCE
+        self._event("rebalance-drain", node, grace_s=self.budget.grace_period_s)
+        node.process.terminate()
+        timer = threading.Timer(self.budget.grace_period_s, self._kill, args=(node,))
+        timer.daemon = True
+        timer.start()
+
+    def _preempt(self, node: Node, now: float, scheduled_at: float | None = None) -> None:
+        """The interruption notice on the node's endpoint; its agent drains the node; at the
+        deadline the instance ends."""
         node.notice_at = now
+        node.ending = CAUSE_NOTICE
         node.deadline = now + self.config.warning_s
         node.endpoint.post_notice(node.deadline)
-        self._event("notice", node, deadline=node.deadline, warning_s=self.config.warning_s)
-        node.process.terminate()  # ray start drains its node (PREEMPTION) until the deadline
+        self._event("notice", node, deadline=node.deadline, warning_s=self.config.warning_s,
+                    scheduled_at=scheduled_at, rebalance_at=node.rebalance_at)
         timer = threading.Timer(self.config.warning_s, self._kill, args=(node,))
         timer.daemon = True
         timer.start()
 
     def _kill(self, node: Node) -> None:
-        """At the deadline the instance is terminated: whatever is left of it is killed, at
-        once, without waiting for the loop (its GCS calls can take a while)."""
+        """At the deadline (or the end of the node group's drain) the instance is
+        terminated: whatever is left of it is killed, at once, without waiting for the loop
+        (its GCS calls can take a while)."""
         killed_at = time.time()
+        with self.kill_guard:  # its deadline's timer and the end of its drain may both come
+            if node.killed_at is not None:
+                return
+            node.killed_at = killed_at
         killed = self._stop_node(node, grace_s=0.0)
         with self.lock:
             if self.stopping:
                 return
-            node.killed_at = killed_at
             node.endpoint.close()
-            self._event("kill", node, t=killed_at, pids_left=killed)
-            if node.spec.slot is not None:
+            self._event("kill", node, t=killed_at, pids_left=killed, cause=node.ending)
+            if node.spec.slot is not None and not self._replaced(node):
                 self._vacate(node, killed_at)
             self._forget(node)
 
+    def _replaced(self, node: Node) -> bool:
+        """A replacement the node group started for it is still on its way or running."""
+        replacement = self.nodes.get(node.rebalance_replacement or "")
+        return replacement is not None and replacement.exited_at is None
+
     def _watch_node(self, node: Node, infos: RayNodes, draining: dict[str, int],
                     now: float) -> None:
-        if node.notice_at is not None and node.drain_seen_at is None and node.ray_id in draining:
+        if node.drain_seen_at is None and node.ray_id is not None and node.ray_id in draining:
             node.drain_seen_at = now
-            self._event("draining", node, ray_deadline=draining[node.ray_id or ""] / 1000)
+            self._event("draining", node, ray_deadline=draining[node.ray_id] / 1000)
+        if (node.agent is not None and not node.agent_exited and node.killed_at is None
+                and node.agent.poll() is not None):
+            node.agent_exited = True
+            self._event("agent-exit", node, returncode=node.agent.returncode)
         if node.exited_at is None and node.process.poll() is not None:
             node.exited_at = now
             self._event("exit", node, returncode=node.process.returncode,
-                        expected=node.notice_at is not None)
-            if node.notice_at is None and node.killed_at is None:  # it ended by itself
+                        expected=node.ending is not None)
+            if node.ending == CAUSE_REBALANCE:
+                threading.Thread(target=self._kill, args=(node,), daemon=True).start()
+            elif node.ending is None and node.killed_at is None:  # it ended by itself
                 self._stop_node(node, grace_s=5.0)  # what its `ray start` left
                 node.endpoint.close()
-                if node.spec.slot is not None:
+                if node.spec.slot is not None and not self._replaced(node):
                     self._vacate(node, now)  # a spot node that died by itself is replaced too
                 self._forget(node)
         if node.ray_id and node.dead_at is None and infos.dead(node.ray_id):
@@ -400,7 +575,7 @@ class Supervisor:
         self.vacant.setdefault(node.spec.slot, (now, replaced))
 
     def _watch_joins(self, infos: RayNodes, *, record: bool) -> None:
-        for node in self.nodes.values():
+        for node in list(self.nodes.values()):
             info = infos.alive_by_port.get(node.ports.node_manager)
             if node.ray_id is None and node.exited_at is None and info is not None:
                 node.ray_id = info["NodeID"]
@@ -410,24 +585,31 @@ class Supervisor:
                                 start_to_join_s=node.joined_at - node.started_at,
                                 attempts=node.attempt, pid=node.process.pid,
                                 notice_endpoint=node.endpoint.url)
+                    replaced = self.nodes.get(node.replaces or "")
+                    if (replaced is not None and replaced.rebalance_replacement
+                            == node.spec.name and replaced.ending is None
+                            and replaced.exited_at is None):
+                        self._rebalance_drain(replaced, node.joined_at)
 
     def _drop_gone(self, now: float) -> None:
         """Forget, in memory too, nodes that are gone and whose death Ray has listed (or
         long enough ago): the supervisor of a long run holds its live nodes only."""
         for name, node in list(self.nodes.items()):
-            gone_at = node.killed_at or (node.exited_at if node.notice_at is None else None)
+            gone_at = node.killed_at or (node.exited_at if node.ending is None else None)
             if gone_at is not None and (node.dead_at is not None or node.ray_id is None
                                         or now - gone_at > GONE_FORGOTTEN_S):
                 del self.nodes[name]
 
     def _bill(self, now: float) -> None:
         spot = [n for n in self.nodes.values() if n.spec.slot is not None]
+        spot_up = sum(1 for n in spot if n.joined_at is not None and not n.gone)
         self.meter.charge_until(
             now,
             on_demand=sum(1 for n in self.nodes.values()
                           if n.spec.slot is None and n.exited_at is None),
-            spot=self.config.spot,
-            spot_up=sum(1 for n in spot if n.joined_at is not None and not n.gone),
+            # a node and its rebalance replacement both bill while they overlap
+            spot=max(self.config.spot, spot_up),
+            spot_up=spot_up,
             spot_price=self.capacity.price(now - self.up_at),
         )
 
@@ -450,9 +632,17 @@ class Supervisor:
         return names
 
     def _event(self, kind: str, node: Node, **details: Any) -> None:
-        row = {"t": details.pop("t", time.time()), "event": kind, "node": node.spec.name,
-               "pool": node.spec.pool, "slot": node.spec.slot, "ray_node_id": node.ray_id,
-               **details}
+        self._write({"t": details.pop("t", time.time()), "event": kind, "node": node.spec.name,
+                     "pool": node.spec.pool, "slot": node.spec.slot, "ray_node_id": node.ray_id,
+                     **details})
+
+    def _lab_event(self, kind: str, **details: Any) -> None:
+        """An event of no node (a scheduled interruption that found none)."""
+        self._write({"t": details.pop("t", time.time()), "event": kind, "node": None,
+                     **details})
+
+    def _write(self, row: dict[str, Any]) -> None:
+        """One line, one write: the nodes' agents append to the same file."""
         with self.events_path.open("a") as out:
             out.write(json.dumps(row) + "\n")
 
@@ -472,9 +662,11 @@ class Supervisor:
         """Stop what is left of a node: its `ray start` (our child) and every process that
         carries its marker (its Ray daemons and workers); returns how many were running."""
         marker = node_marker(self.lab_id, node.spec.name)
-        stopped = procs.stop_marked(procs.marked_pids(marker) | {node.process.pid}, marker,
-                                    grace_s=grace_s)
+        own = {node.process.pid} | ({node.agent.pid} if node.agent else set())
+        stopped = procs.stop_marked(procs.marked_pids(marker) | own, marker, grace_s=grace_s)
         node.process.poll()
+        if node.agent is not None:
+            node.agent.poll()
         return len(stopped.stopped | stopped.left)
 
     def _forget(self, node: Node) -> None:

@@ -294,6 +294,7 @@ def _spot_cluster(fields: Fields) -> SpotClusterConfig:
             "clusterAutoscalerChart",
             "nvidiaDevicePluginVersion",
             "nodePools",
+            "drainOnRebalance",
         }
     )
     eks_version = fields.string("eksVersion", r"1\.\d{2}", 'an EKS version such as "1.34"')
@@ -321,6 +322,9 @@ def _spot_cluster(fields: Fields) -> SpotClusterConfig:
             "nvidiaDevicePluginVersion", r"0\.\d+\.\d+", "a chart version such as 0.18.2"
         ),
         node_pools={key: _node_pool(pools, kind) for key, kind in NODE_POOLS.items()},
+        drain_on_rebalance=(
+            fields.boolean("drainOnRebalance") if "drainOnRebalance" in fields.values else False
+        ),
     )
 
 
@@ -485,6 +489,8 @@ def _reject_pods_that_fit_no_node(spot: SpotClusterConfig, cluster: RayClusterCo
         beside = ""
         if pod.key.endswith(".head") and cluster.ray_autoscaler:
             beside = " (with the Ray autoscaler's container)"
+        elif NODE_POOLS[pod.node_pool].capacity == CAPACITY_SPOT:
+            beside = " (with the notice agent's container)"
         for field, asked, unit, rooms in (
             ("cpu", pod.cpus, "CPUs", {name: _cpu_room(name) for name in types}),
             ("memory", pod.memory_gib, "GiB", {name: _memory_room(name) for name in types}),

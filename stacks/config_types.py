@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from components.raycluster_spec import AUTOSCALER_CPU, AUTOSCALER_MEMORY
+from components.raycluster_spec import (
+    AUTOSCALER_CPU,
+    AUTOSCALER_MEMORY,
+    NOTICE_AGENT_CPU,
+    NOTICE_AGENT_MEMORY,
+)
 from stacks.fields import GIB, quantity_amount
 from vocab.spot import CAPACITY_ON_DEMAND, CAPACITY_SPOT, POOL_LEARNER, POOL_ON_DEMAND, POOL_SPOT
 
@@ -111,9 +116,11 @@ class RayClusterConfig:
 
     def pods(self) -> list[PodRequest]:
         """The head pod (with the Ray autoscaler's container when it is on), then one
-        request per worker group. Always on: the head, the `replicas` of each group without
-        the Ray autoscaler, the `minReplicas` with it (it sizes the group from there)."""
+        request per worker group (with the notice agent's container on a spot pool). Always
+        on: the head, the `replicas` of each group without the Ray autoscaler, the
+        `minReplicas` with it (it sizes the group from there)."""
         autoscaler = PodResources(AUTOSCALER_CPU, AUTOSCALER_MEMORY)
+        agent = PodResources(NOTICE_AGENT_CPU, NOTICE_AGENT_MEMORY)
         beside = [autoscaler] if self.ray_autoscaler else []
         head = [self.head, *beside]
         pods = [
@@ -127,12 +134,16 @@ class RayClusterConfig:
             )
         ]
         for index, group in enumerate(self.worker_groups):
+            parts = [group.resources]
+            if NODE_POOLS[group.node_pool].capacity == CAPACITY_SPOT:
+                parts.append(agent)
             pods.append(
                 PodRequest(
                     f"{self.experiment}.workerGroups[{index}]",
                     group.node_pool,
-                    group.resources.cpus,
-                    group.resources.memory_gib,
+                    # millicores and MiB, exactly: 1.65 + 0.1 is not 1.75 in floats
+                    round(sum(part.cpus for part in parts), 3),
+                    round(sum(part.memory_gib for part in parts), 6),
                     group.gpu,
                     group.min_replicas if self.ray_autoscaler else group.replicas,
                 )
@@ -150,6 +161,9 @@ class SpotClusterConfig:
     cluster_autoscaler_chart: str
     nvidia_device_plugin_version: str
     node_pools: dict[str, NodePoolConfig]
+    drain_on_rebalance: bool = False
+    """The notice agents in spot pods drain their Ray node at a rebalance recommendation
+    too (not only at the interruption notice)."""
 
     def used_pools(self, ray_clusters: Mapping[str, RayClusterConfig]) -> list[NodePoolConfig]:
         """The head pool and every pool a worker group of an enabled experiment runs on."""

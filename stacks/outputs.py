@@ -25,6 +25,9 @@ SPOT_CLUSTER_NAME = "spotClusterName"
 """The shared EKS cluster's name."""
 SPOT_CLUSTER_POOLS = "spotClusterNodePools"
 """Node pool name -> {capacity, instanceTypes, minSize, maxSize}."""
+SPOT_INTERRUPTION_TEMPLATES = "spotInterruptionTemplates"
+"""Spot node pool name -> the id of its AWS FIS experiment template, which interrupts one
+running spot instance of the pool per start (`invoke preempt`)."""
 
 BURST_INSTANCE_IDS = "burstInstanceIds"
 BURST_PRIVATE_IPS = "burstPrivateIps"
@@ -123,6 +126,19 @@ def read_ray_cluster_outputs(outputs: Outputs, stack: str, experiment: str) -> R
         bucket_name=_text(outputs, BUCKET_NAME),
         region=_text(outputs, REGION),
     )
+
+
+def read_interruption_templates(outputs: Outputs, stack: str) -> dict[str, str]:
+    """Spot pool -> its FIS experiment template's id."""
+    _require(outputs, stack, (SPOT_INTERRUPTION_TEMPLATES,),
+             "is an EKS experiment with a spot pool enabled and deployed?")
+    value = outputs[SPOT_INTERRUPTION_TEMPLATES]
+    if not isinstance(value, dict) or not all(
+            isinstance(pool, str) and isinstance(template, str) and template
+            for pool, template in value.items()):
+        raise StackOutputsError(f"stack output {SPOT_INTERRUPTION_TEMPLATES} must map spot "
+                                f"pools to experiment template ids, got {value!r}")
+    return {str(pool): str(template) for pool, template in value.items()}
 
 
 def read_burst_outputs(outputs: Outputs, stack: str) -> BurstOutputs:

@@ -1,8 +1,12 @@
 """The shared EKS "spot cluster": one VPC, one control plane, one KubeRay operator, the node
-pools and their autoscaler, and one RayCluster per enabled EKS experiment (doll, elastic,
-rl, inference), each in its own namespace with its own bucket access (IRSA)."""
+pools and their autoscaler, an AWS FIS experiment template per spot pool (real
+interruptions on demand), and one RayCluster per enabled EKS experiment (doll, elastic, rl,
+inference), each in its own namespace with its own bucket access (IRSA) and, in its spot
+pods, the notice agent."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -20,12 +24,14 @@ from components.placement import PoolPlacement
 from components.ray_cluster import RayCluster, RayClusterArgs
 from components.raycluster_spec import (
     GcsFaultToleranceArgs,
+    NoticeAgentArgs,
     RayClusterSpecArgs,
     RayHeadArgs,
     WorkerGroupArgs,
     gcs_password_secret_name,
 )
 from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
+from components.spot_interruptions import SpotInterruptions, SpotInterruptionsArgs
 from stacks import outputs
 from stacks.config_types import (
     API_ENDPOINT_PRIVATE,
@@ -36,9 +42,15 @@ from stacks.config_types import (
     RayClusterConfig,
     SpotburstConfig,
 )
-from vocab.spot import CAPACITY_SPOT, node_labels
+from vocab.spot import CAPACITY_SPOT, NOTICE_AGENT_FILES, node_labels
 
 SERVICE_ACCOUNT = "ray-pods"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def notice_agent_files() -> dict[str, str]:
+    """The notice agent's files as they are in this checkout: what every spot pod runs."""
+    return {path: (PROJECT_ROOT / path).read_text() for path in NOTICE_AGENT_FILES}
 
 
 def placement(pool_key: str) -> PoolPlacement:
@@ -70,6 +82,7 @@ def build_spot_cluster(
     cluster = EksCluster(
         "eks",
         EksClusterArgs(
+            stack=config.stack,
             cluster_name=cluster_name,
             kubernetes_version=spot.eks_version,
             vpc_id=network.vpc_id,
@@ -124,6 +137,17 @@ def build_spot_cluster(
         outputs.SPOT_CLUSTER_NAME: cluster.cluster_name,
         outputs.SPOT_CLUSTER_POOLS: {pool.kind.name: _pool_output(pool) for pool in pools},
     }
+    spot_pools = [pool.kind.name for pool in pools if pool.kind.capacity == CAPACITY_SPOT]
+    if spot_pools:
+        interruptions = SpotInterruptions(
+            "spot-interruptions",
+            SpotInterruptionsArgs(
+                stack=config.stack, region=config.region, pools=spot_pools, tags=tags
+            ),
+            opts=on_aws,
+        )
+        exported[outputs.SPOT_INTERRUPTION_TEMPLATES] = interruptions.template_ids
+    agent_files = notice_agent_files()
     for experiment, ray in config.ray_clusters.items():
         access = ServiceAccountRole(
             f"{experiment}-ray-pods",
@@ -164,6 +188,7 @@ def build_spot_cluster(
                 spec=spec,
                 operator=operator.release,
                 gcs_redis_password=redis_password,
+                notice_agent_files=agent_files,
             ),
             opts=in_cluster,
         )
@@ -180,7 +205,9 @@ def build_spot_cluster(
 
 
 def _spec(config: SpotburstConfig, ray: RayClusterConfig) -> RayClusterSpecArgs:
+    assert config.spot_cluster is not None
     return RayClusterSpecArgs(
+        cluster_name=ray.experiment,
         ray_version=config.ray_version,
         image=config.ray_image,
         service_account=SERVICE_ACCOUNT,
@@ -201,6 +228,7 @@ def _spec(config: SpotburstConfig, ray: RayClusterConfig) -> RayClusterSpecArgs:
             for group in ray.worker_groups
         ],
         ray_autoscaler=ray.ray_autoscaler,
+        notice_agent=NoticeAgentArgs(drain_on_rebalance=config.spot_cluster.drain_on_rebalance),
     )
 
 

@@ -61,6 +61,9 @@ IMDS_TOKEN_PATH = "/latest/api/token"
 IMDS_TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 IMDS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
 IMDS_INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
+IMDS_REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+"""404 until EC2 recommends rebalancing away from the instance, then `{"noticeTime": "...Z"}`."""
+IMDS_INSTANCE_ID_PATH = "/latest/meta-data/instance-id"
 NOTICE_ACTIONS = ("terminate", "stop", "hibernate")
 """The `action` values AWS puts in an instance-action notice."""
 
@@ -84,3 +87,18 @@ def placement_resources(pool: str, num_cpus: int) -> dict[str, float]:
     pool_capacity(pool)
     resource = POOL_RESOURCE.get(pool)
     return {resource: float(num_cpus)} if resource and num_cpus else {}
+
+
+NOTICE_AGENT_MODULE = "workloads.common.notice_agent"
+"""The notice agent beside Ray on every spot node (`python -m` it)."""
+NOTICE_AGENT_FILES = (
+    "vocab/__init__.py",
+    "vocab/spot.py",
+    "vocab/spot_budget.py",
+    "workloads/__init__.py",
+    "workloads/common/__init__.py",
+    "workloads/common/spot_notice.py",
+    "workloads/common/notice_agent.py",
+)
+"""The project files the agent needs beside Ray (paths from the repository's root): what a
+spot pod mounts for it, as Ray's image holds Ray but not this project."""

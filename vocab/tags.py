@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 STACK_TAG_KEY = "spotburst:stack"
+NODE_POOL_TAG_KEY = "spotburst:node-pool"
+"""On the spot cluster's EC2 instances: the node pool that launched them (what a FIS
+experiment template selects its targets by)."""
 _PROJECT = "spotburst"
 
 
 def stack_tags(stack: str) -> dict[str, str]:
     """The tags every resource of `stack` carries."""
     return {STACK_TAG_KEY: stack}
+
+
+def node_pool_instance_tags(stack: str, pool: str) -> dict[str, str]:
+    """The tags every EC2 instance of a node pool of `stack` carries."""
+    return {STACK_TAG_KEY: stack, NODE_POOL_TAG_KEY: pool}
 
 
 def carries_stack_tag(tags: Mapping[str, str], stack: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from launch.offline import DeclaredResource, OfflineRun
 from stacks.fields import world_wide
 from tests.infra import cluster_policy
+from vocab.tags import STACK_TAG_KEY
 
 OPEN_TO_WORLD = ("0.0.0.0/0", "::/0")
 AWS_ACCESS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
@@ -23,6 +24,15 @@ BROAD_MANAGED_POLICIES = ("/AdministratorAccess", "/PowerUserAccess", "/IAMFullA
 ROLE = "aws:iam/role:Role"
 BUCKET = "aws:s3/bucket:Bucket"
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
+FIS_SERVICE = "fis.amazonaws.com"
+FIS_INTERRUPT = "aws:ec2:send-spot-instance-interruptions"
+SEND_SPOT_INTERRUPTIONS = "ec2:sendspotinstanceinterruptions"
+FIS_ROLE_ACTIONS = {SEND_SPOT_INTERRUPTIONS, "ec2:describeinstances"}
+"""What the role AWS FIS acts with may do: interrupt spot instances, and describe instances
+(how it resolves tagged targets)."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +281,80 @@ def trust_policies_are_scoped(run: OfflineRun) -> list[Violation]:
     return violations
 
 
+# --- fault injection (AWS FIS) -------------------------------------------------------------
+
+
+def _fis_roles(run: OfflineRun) -> list[DeclaredResource]:
+    return [role for role in run.of_type(ROLE)
+            if any(FIS_SERVICE in _principals(s).get("Service", [])
+                   for s in _statements(_document(role.inputs.get("assumeRolePolicy") or "{}"))
+                   if s.get("Effect") == "Allow")]
+
+
+def _pins_the_stack(statement: dict[str, Any], stack: str) -> bool:
+    """The statement's condition requires the instance to carry the stack's tag."""
+    values = _condition_keys(statement).get(f"aws:resourcetag/{STACK_TAG_KEY}".lower())
+    return values is not None and _as_list(values) == [stack]
+
+
+def fis_interrupts_this_stacks_spot_instances_only(run: OfflineRun) -> list[Violation]:
+    """A role FIS may assume is trusted for this account only (aws:SourceAccount pinned),
+    has no managed policy, and allows nothing but describing instances and interrupting
+    spot instances that carry the stack's tag; every FIS experiment template acts with such
+    a role, only interrupts spot instances, and selects them by the stack's tag."""
+    violations = []
+    roles = _fis_roles(run)
+    for role in roles:
+        label = _label(role)
+        for statement in _statements(_document(role.inputs.get("assumeRolePolicy") or "{}")):
+            if (statement.get("Effect") == "Allow"
+                    and FIS_SERVICE in _principals(statement).get("Service", [])
+                    and "aws:sourceaccount" not in _condition_keys(statement)):
+                violations.append(Violation("fis-scope", label,
+                                            "FIS may assume it for any account"))
+        documents = [_document(p.inputs["policy"]) for p in run.of_type(ROLE_POLICY)
+                     if p.inputs.get("role") == role.resource_id]
+        documents += list(_permission_documents(role))
+        for attachment in run.of_type(ROLE_POLICY_ATTACHMENT):
+            if attachment.inputs.get("role") == role.resource_id:
+                violations.append(Violation("fis-scope", label,
+                                            f"has {attachment.inputs.get('policyArn')} attached"))
+        for statement in (s for d in documents for s in _statements(d)):
+            if statement.get("Effect") != "Allow":
+                continue
+            actions = {str(a).strip().lower() for a in _as_list(statement.get("Action"))}
+            extra = sorted(actions - FIS_ROLE_ACTIONS) + (
+                ["NotAction"] if "NotAction" in statement else [])
+            if extra:
+                violations.append(Violation("fis-scope", label, f"allows {extra}"))
+            if SEND_SPOT_INTERRUPTIONS in actions and not _pins_the_stack(statement,
+                                                                         run.config.stack):
+                violations.append(Violation(
+                    "fis-scope", label,
+                    f"interrupts instances without the tag {STACK_TAG_KEY}={run.config.stack}"))
+    for template in run.of_type(FIS_TEMPLATE):
+        label = _label(template)
+        arn = str(template.inputs.get("roleArn", ""))
+        if not any(arn.endswith(f":{role.name}") for role in roles):
+            violations.append(Violation("fis-scope", label,
+                                        f"acts with {arn or 'no role'}, not a role FIS is "
+                                        "scoped by"))
+        for action in template.inputs.get("actions") or []:
+            if action.get("actionId") != FIS_INTERRUPT:
+                violations.append(Violation("fis-scope", label,
+                                            f"runs {action.get('actionId')}"))
+        for target in template.inputs.get("targets") or []:
+            tags = {t.get("key"): t.get("value") for t in target.get("resourceTags") or []}
+            if target.get("resourceType") != "aws:ec2:spot-instance":
+                violations.append(Violation("fis-scope", label,
+                                            f"targets {target.get('resourceType')}"))
+            if tags.get(STACK_TAG_KEY) != run.config.stack:
+                violations.append(Violation(
+                    "fis-scope", label,
+                    f"selects targets without the tag {STACK_TAG_KEY}={run.config.stack}"))
+    return violations
+
+
 # --- secrets ----------------------------------------------------------------------------
 
 
@@ -309,6 +393,7 @@ RULES: list[Callable[[OfflineRun], list[Violation]] | Callable[[OfflineRun], lis
     imds_v2_is_required,
     iam_grants_no_wildcards,
     trust_policies_are_scoped,
+    fis_interrupts_this_stacks_spot_instances_only,
     no_static_aws_keys,
     *cluster_policy.RULES,  # plain messages: their rule id is the function's name
 ]

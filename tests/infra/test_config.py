@@ -345,12 +345,13 @@ def test_a_worker_cpu_request_must_fit_the_smallest_type_of_its_pool(
     dev_config: dict[str, str],
 ) -> None:
     assert _fits(dev_config, "spotburst:doll", "workerGroups.0.cpu", "9999") == (
-        "spotburst:doll.workerGroups[0].cpu: the pod asks 9999 CPUs; a spotCpu node of type "
+        "spotburst:doll.workerGroups[0].cpu: the pod asks 9999.1 CPUs (with the notice agent's "
+        "container); a spotCpu node of type "
         "c5.xlarge leaves 3.5 to pods (4 vCPUs less 0.5 for the kubelet and daemon sets); ask "
         "for less or give the pool larger instance types")
-    # 3.5 fits a 4-vCPU node, 3501m does not
-    parse_config(_edit(dev_config, "spotburst:doll", _set("workerGroups.0.cpu", "3500m")), "dev")
-    assert "asks 3.501 CPUs" in _fits(dev_config, "spotburst:doll", "workerGroups.0.cpu", "3501m")
+    # 3.5 fits a 4-vCPU node: 3400m beside the agent's 100m, 3401m does not
+    parse_config(_edit(dev_config, "spotburst:doll", _set("workerGroups.0.cpu", "3400m")), "dev")
+    assert "asks 3.501 CPUs" in _fits(dev_config, "spotburst:doll", "workerGroups.0.cpu", "3401m")
 
 
 def test_memory_and_gpus_must_fit_too_and_the_smallest_type_is_named(
@@ -358,7 +359,8 @@ def test_memory_and_gpus_must_fit_too_and_the_smallest_type_is_named(
 ) -> None:
     # c5.xlarge has 8 GiB: pods get 85 % of it, 6.8 GiB
     assert _fits(dev_config, "spotburst:doll", "workerGroups.0.memory", "7Gi") == (
-        "spotburst:doll.workerGroups[0].memory: the pod asks 7 GiB; a spotCpu node of type "
+        "spotburst:doll.workerGroups[0].memory: the pod asks 7.25 GiB (with the notice agent's "
+        "container); a spotCpu node of type "
         "c5.xlarge leaves 6.8 to pods (85% of its 8 GiB); ask for less or give the pool larger "
         "instance types")
     assert "asks 2 GPUs" in _fits(dev_config, "spotburst:rl", "workerGroups.2.gpu", 2)
@@ -366,7 +368,8 @@ def test_memory_and_gpus_must_fit_too_and_the_smallest_type_is_named(
     no_gpu = _fits(dev_config, "spotburst:spotCluster", "nodePools.spotGpu.instanceTypes",
                    ["c5.4xlarge"])
     assert no_gpu == (
-        "spotburst:elastic.workerGroups[1].gpu: the pod asks 1 GPUs; a spotGpu node of type "
+        "spotburst:elastic.workerGroups[1].gpu: the pod asks 1 GPUs (with the notice agent's "
+        "container); a spotGpu node of type "
         "c5.4xlarge leaves 0 to pods (it has 0); ask for less or give the pool larger instance "
         "types")
     # the smallest of the pool's types decides: m5.xlarge (4 vCPUs) beside m5.2xlarge (8)

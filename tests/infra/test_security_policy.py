@@ -109,6 +109,18 @@ def _trust(statement: dict[str, Any]) -> dict[str, Any]:
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE = "aws:iam/role:Role"
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
+FIS_ROLE = "spot-interruptions-fis"
+FIS_POLICY = "spot-interruptions-fis-interrupt"
+FIS_CPU = "spot-interruptions-spot-cpu"
+
+
+def _fis_target(**values: Any) -> Callable[[OfflineRun], OfflineRun]:
+    def edit(run: OfflineRun) -> OfflineRun:
+        template = run.one(FIS_TEMPLATE, FIS_CPU)
+        (target,) = template.inputs["targets"]
+        return _set_input(run, FIS_TEMPLATE, FIS_CPU, targets=[{**target, **values}])
+    return edit
 OIDC = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/X"
 
 # Each breakage of the real dev stack -> exactly the rules that must fire.
@@ -294,8 +306,8 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
         {"imdsv2"},
     ),
     "node-launch-template-imdsv1": (
-        lambda run: _set_input(run, "aws:ec2/launchTemplate:LaunchTemplate", "eks-nodes",
-                               metadataOptions={"httpTokens": "optional"}),
+        lambda run: _set_input(run, "aws:ec2/launchTemplate:LaunchTemplate",
+                               "eks-spot-cpu-nodes", metadataOptions={"httpTokens": "optional"}),
         {"imdsv2"},
     ),
     "instance-imdsv1": (
@@ -432,6 +444,53 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
         lambda run: _with(run, "kubernetes:apps/v1:Deployment", {"env": [
             {"name": "AWS_SECRET_ACCESS_KEY", "value": "x"}]}),
         {"static-aws-key"},
+    ),
+    "fis-role-may-terminate-instances": (
+        lambda run: _edited(run, ROLE_POLICY, FIS_POLICY, "policy",
+                            _statement(1, Action=["ec2:SendSpotInstanceInterruptions",
+                                                  "ec2:TerminateInstances"])),
+        {"fis-scope"},
+    ),
+    "fis-role-interrupts-any-stacks-instances": (
+        lambda run: _edited(run, ROLE_POLICY, FIS_POLICY, "policy",
+                            lambda doc: doc["Statement"][1].pop("Condition")),
+        {"fis-scope"},
+    ),
+    "fis-role-interrupts-another-stacks-instances": (
+        lambda run: _edited(run, ROLE_POLICY, FIS_POLICY, "policy",
+                            lambda doc: doc["Statement"][1]["Condition"]["StringEquals"].update(
+                                {"aws:ResourceTag/spotburst:stack": ["prod"]})),
+        {"fis-scope"},
+    ),
+    "fis-trusted-for-any-account": (
+        lambda run: _edited(run, ROLE, FIS_ROLE, "assumeRolePolicy",
+                            lambda doc: doc["Statement"][0].pop("Condition")),
+        {"fis-scope"},
+    ),
+    "fis-role-with-a-managed-policy": (
+        lambda run: _with(run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", {
+            "role": f"{FIS_ROLE}-id",
+            "policyArn": "arn:aws:iam::aws:policy/AmazonEC2FullAccess"}),
+        {"fis-scope"},
+    ),
+    "fis-template-stops-instances": (
+        lambda run: _set_input(run, FIS_TEMPLATE, FIS_CPU, actions=[
+            {**run.one(FIS_TEMPLATE, FIS_CPU).inputs["actions"][0],
+             "actionId": "aws:ec2:stop-instances"}]),
+        {"fis-scope"},
+    ),
+    "fis-template-targets-any-stack": (
+        _fis_target(resourceTags=[{"key": "spotburst:node-pool", "value": "spot-cpu"}]),
+        {"fis-scope"},
+    ),
+    "fis-template-targets-on-demand-instances": (
+        _fis_target(resourceType="aws:ec2:instance"),
+        {"fis-scope"},
+    ),
+    "fis-template-acts-with-another-role": (
+        lambda run: _set_input(run, FIS_TEMPLATE, FIS_CPU,
+                               roleArn="arn:aws:iam::123456789012:role/admin"),
+        {"fis-scope"},
     ),
     "access-key-id-in-env": (
         lambda run: _with(run, "kubernetes:core/v1:ConfigMap",

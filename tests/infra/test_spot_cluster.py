@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from launch.offline import DeclaredResource, OfflineRun, run_offline
+from launch.offline import MOCK_ACCOUNT, DeclaredResource, OfflineRun, run_offline
 from stacks import outputs
+from stacks.spot_cluster import PROJECT_ROOT
 from vocab.instances import load_instance_shapes
-from vocab.spot import SPOT_WARNING_S
+from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE, SPOT_WARNING_S
+from vocab.spot_budget import AWS_BUDGET
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 RAYCLUSTER = "kubernetes:ray.io/v1:RayCluster"
@@ -195,6 +197,7 @@ def test_ray_autoscaler_runs_where_the_experiment_scales(dev_run: OfflineRun) ->
 
 
 def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -> None:
+    """Grace period and Ray's drain timeout are the timing budget's, and fit the warning."""
     seen_spot = seen_on_demand = False
     for _, group in _groups(dev_run):
         pod = group["template"]["spec"]
@@ -204,6 +207,7 @@ def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -
             seen_spot = True
             grace = pod["terminationGracePeriodSeconds"]
             drain = float(env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"])
+            assert (drain, grace) == (AWS_BUDGET.drain_timeout_s, AWS_BUDGET.grace_period_s)
             assert 60 <= drain < grace < SPOT_WARNING_S
             assert grace - drain >= 10  # Ray exits after draining, before the SIGKILL
         else:
@@ -212,23 +216,151 @@ def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -
     assert seen_spot and seen_on_demand
 
 
-def test_pods_reach_imds_v2_only_through_the_projects_launch_template(
+def _agent(pod: dict[str, Any]) -> dict[str, Any] | None:
+    found = [c for c in pod["containers"] if c["name"] == "notice-agent"]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) -> None:
+    """A second container of the same image drains the pod's Ray node at the notice: it
+    finds its node by the pod's IP, talks to the head's GCS with the cluster's token and
+    polls at the budget's interval; on-demand pods have none."""
+    spot_pods = 0
+    for experiment, group in _groups(dev_run):
+        pod = group["template"]["spec"]
+        agent = _agent(pod)
+        if not pod["nodeSelector"]["spotburst.io/node-pool"].startswith("spot"):
+            assert agent is None and "volumes" not in pod, (experiment, group["groupName"])
+            continue
+        spot_pods += 1
+        assert agent is not None
+        ray, _ = pod["containers"]
+        assert agent["image"] == ray["image"]
+        command = agent["command"]
+        assert command[:3] == ["python", "-m", NOTICE_AGENT_MODULE]
+        flags = dict(zip(command[3::2], command[4::2], strict=True))
+        assert flags == {"--gcs-address": f"{experiment}-head-svc:6379",
+                         "--node-ip": "$(POD_IP)", "--name": "$(POD_NAME)",
+                         "--poll": f"{AWS_BUDGET.poll_s:g}",
+                         "--warning": f"{AWS_BUDGET.warning_s:g}"}
+        env = {e["name"]: e for e in agent["env"]}
+        assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert env["RAY_AUTH_MODE"]["value"] == "token"
+        assert env["RAY_AUTH_TOKEN"]["valueFrom"] == {
+            "secretKeyRef": {"name": experiment, "key": "auth_token"}}
+        assert env["PYTHONPATH"]["value"] == agent["volumeMounts"][0]["mountPath"]
+        assert agent["volumeMounts"][0]["readOnly"] is True
+        assert agent["securityContext"] == ray["securityContext"]
+        assert agent["resources"]["requests"] == agent["resources"]["limits"]
+        (volume,) = pod["volumes"]
+        assert volume["name"] == agent["volumeMounts"][0]["name"]
+        assert [item["path"] for item in volume["configMap"]["items"]] == list(
+            NOTICE_AGENT_FILES)
+        assert volume["configMap"]["name"] == f"{experiment}-notice-agent"
+    assert spot_pods == 6  # doll 1, elastic 2, rl 2, inference 1
+
+
+def test_the_agent_files_in_each_namespace_are_this_checkouts(dev_run: OfflineRun) -> None:
+    for experiment in EKS_EXPERIMENTS:
+        config_map = dev_run.one("kubernetes:core/v1:ConfigMap", f"{experiment}-notice-agent")
+        assert config_map.inputs["metadata"] == {"name": f"{experiment}-notice-agent",
+                                                 "namespace": experiment}
+        data = config_map.inputs["data"]
+        assert data == {path.replace("/", "__"): (PROJECT_ROOT / path).read_text()
+                        for path in NOTICE_AGENT_FILES}
+        raycluster = dev_run.one(RAYCLUSTER, f"{experiment}-raycluster")
+        assert config_map.urn in raycluster.dependencies
+
+
+def test_the_agent_drains_on_rebalance_only_when_configured(dev_config: dict[str, str]) -> None:
+    spot = json.loads(dev_config["spotburst:spotCluster"])
+    run = run_offline({**dev_config, "spotburst:experiments": '["doll"]',
+                       "spotburst:spotCluster": json.dumps({**spot, "drainOnRebalance": True})})
+    (group,) = _spec(run, "doll")["workerGroupSpecs"]
+    agent = _agent(group["template"]["spec"])
+    assert agent is not None and agent["command"][-1] == "--drain-on-rebalance"
+    assert run.config.spot_cluster is not None and run.config.spot_cluster.drain_on_rebalance
+
+
+def test_pods_reach_imds_v2_only_through_the_projects_launch_templates(
     dev_run: OfflineRun,
 ) -> None:
-    """The spot-notice agent in a spot pod reads the interruption notice from IMDS: one hop
+    """The notice agent in a spot pod reads the interruption notice from IMDS: one hop
     more than the node, so the hop limit is 2 (AL2023's default of 1 drops its packets),
-    and tokens are required. Declared here, not left to pulumi-eks's `enableIMDSv2`."""
-    [template] = dev_run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    assert template.inputs["metadataOptions"] == {
-        "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2}
+    and tokens are required. Declared here, not left to pulumi-eks's `enableIMDSv2`. Each
+    pool's template tags its instances with the stack and the pool: FIS finds them so."""
+    templates = {t.resource_id: t for t in dev_run.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
     groups = dev_run.of_type(NODE_GROUP)
-    assert len(groups) == 4
+    assert len(groups) == len(templates) == 4
     for group in groups:
-        assert group.inputs["launchTemplate"] == {"id": template.resource_id, "version": "1"}
+        pool = group.name.removeprefix("eks-")
+        template = templates[group.inputs["launchTemplate"]["id"]]
+        assert template.name == f"eks-{pool}-nodes"
+        assert group.inputs["launchTemplate"]["version"] == "1"
+        assert template.inputs["metadataOptions"] == {
+            "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2}
+        assert template.inputs["tagSpecifications"] == [{
+            "resourceType": "instance",
+            "tags": {"spotburst:stack": "dev", "spotburst:node-pool": pool}}]
         # with enableIMDSv2 as well, pulumi-eks refuses a launch template of the user's
         assert "enableIMDSv2" not in group.inputs, group.name
         # with a launch template, the node group's version is not the cluster's by default
         assert group.inputs["version"] == dev_run.config.spot_cluster.eks_version  # type: ignore[union-attr]
+
+
+FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
+
+
+def test_one_fis_template_per_spot_pool_interrupts_one_of_its_instances(
+    dev_run: OfflineRun,
+) -> None:
+    role = dev_run.one("aws:iam/role:Role", "spot-interruptions-fis")
+    templates = {t.name: t.inputs for t in dev_run.of_type(FIS_TEMPLATE)}
+    assert sorted(templates) == ["spot-interruptions-spot-cpu", "spot-interruptions-spot-gpu"]
+    for name, template in templates.items():
+        pool = name.removeprefix("spot-interruptions-")
+        assert template["roleArn"].endswith(f":{role.name}")
+        assert template["stopConditions"] == [{"source": "none"}]
+        (target,) = template["targets"]
+        assert target["resourceType"] == "aws:ec2:spot-instance"
+        assert target["selectionMode"] == "COUNT(1)"
+        assert {t["key"]: t["value"] for t in target["resourceTags"]} == {
+            "spotburst:stack": "dev", "spotburst:node-pool": pool}
+        assert target["filters"] == [{"path": "State.Name", "values": ["running"]}]
+        (action,) = template["actions"]
+        assert action["actionId"] == "aws:ec2:send-spot-instance-interruptions"
+        assert action["parameters"] == [{"key": "durationBeforeInterruption", "value": "PT2M"}]
+        assert action["target"] == {"key": "SpotInstances", "value": target["name"]}
+    assert dev_run.outputs[outputs.SPOT_INTERRUPTION_TEMPLATES] == {
+        name.removeprefix("spot-interruptions-"): f"{name}-id" for name in templates}
+
+
+def test_fis_acts_for_this_account_on_this_stacks_spot_instances_only(
+    dev_run: OfflineRun,
+) -> None:
+    role = dev_run.one("aws:iam/role:Role", "spot-interruptions-fis")
+    (trust,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert trust["Principal"] == {"Service": "fis.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": MOCK_ACCOUNT}}
+    policy = dev_run.one("aws:iam/rolePolicy:RolePolicy", "spot-interruptions-fis-interrupt")
+    assert policy.inputs["role"] == role.resource_id
+    describe, interrupt = json.loads(policy.inputs["policy"])["Statement"]
+    assert describe == {"Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}
+    assert interrupt["Action"] == ["ec2:SendSpotInstanceInterruptions"]
+    assert interrupt["Resource"] == f"arn:aws:ec2:us-east-1:{MOCK_ACCOUNT}:instance/*"
+    assert interrupt["Condition"] == {"StringEquals": {
+        "aws:ResourceTag/spotburst:stack": ["dev"],
+        "aws:ResourceTag/spotburst:node-pool": ["spot-cpu", "spot-gpu"]}}
+    attached = [a for a in dev_run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if a.inputs["role"] == role.resource_id]
+    assert attached == []
+
+
+def test_without_a_spot_pool_there_is_nothing_to_interrupt(dev_config: dict[str, str]) -> None:
+    run = run_offline({**dev_config, "spotburst:experiments": '["burst"]'})
+    assert run.of_type(FIS_TEMPLATE) == []
+    assert outputs.SPOT_INTERRUPTION_TEMPLATES not in run.outputs
 
 
 def test_cluster_autoscaler_discovers_this_cluster_with_a_matching_version(

@@ -10,6 +10,7 @@ import pytest
 from launch.targets import LAB_RECORD, run_workload
 from launch.workload import WorkloadRun
 from spotlab import SpotLabConfig, recorded_lab_ids
+from spotlab.report import preemption_records
 from tests.helpers.doll import TINY_DOLL_ARGS
 
 pytestmark = [pytest.mark.ray, pytest.mark.subprocess]
@@ -35,5 +36,8 @@ def test_a_run_gets_its_own_lab_and_leaves_nothing_behind(
     events = [json.loads(line) for line in (out / LAB_RECORD / "events.jsonl").open()]
     assert {event["node"] for event in events if event["event"] == "join"} >= {
         "head", "spot-0"}
+    records = (out / LAB_RECORD / "preemptions.jsonl").read_text()
+    assert records == "".join(json.dumps(row, sort_keys=True) + "\n"
+                              for row in preemption_records(events))  # α = 1: none
     assert recorded_lab_ids() == []  # the lab is gone: its state, and with it its processes
     assert not Path(f"/tmp/sbs-{lab_id}").exists()

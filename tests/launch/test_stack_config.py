@@ -88,7 +88,8 @@ PROBES = {
     ),
     "a worker that fits no node": (
         _dev(DOLL_WORKERS, DOLL_WORKERS.replace('cpu: "3"', 'cpu: "9999"')),
-        "error: spotburst:doll.workerGroups[0].cpu: the pod asks 9999 CPUs; a spotCpu node of "
+        "error: spotburst:doll.workerGroups[0].cpu: the pod asks 9999.1 CPUs (with the notice "
+        "agent's container); a spotCpu node of "
         "type c5.xlarge leaves 3.5 to pods (4 vCPUs less 0.5 for the kubelet and daemon sets); "
         "ask for less or give the pool larger instance types",
     ),

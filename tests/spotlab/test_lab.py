@@ -156,6 +156,24 @@ def test_task_sees_notice_and_drain_before_its_node_dies(preemption: dict[str, A
     assert first(events, "draining", "spot-0")["t"] < dead
 
 
+def test_the_nodes_agent_drains_it_within_a_second_of_the_notice(
+        preemption: dict[str, Any]) -> None:
+    """The supervisor only serves the notice: the drain Ray lists is the agent's, with the
+    deadline the timing budget takes from the notice."""
+    events = preemption["events"]
+    notice = first(events, "notice", "spot-0")
+    drain = first(events, "agent-drain", "spot-0")
+    assert drain["accepted"] is True and drain["cause"] == "notice"
+    assert drain["ray_node_id"] == notice["ray_node_id"]
+    assert 0 <= drain["t"] - notice["t"] < 1.0
+    assert drain["deadline"] == pytest.approx(notice["deadline"]
+                                              - SMALL.budget().deadline_margin_s, abs=0.01)
+    assert first(events, "draining", "spot-0")["ray_deadline"] == pytest.approx(
+        drain["deadline"], abs=0.01)
+    assert not [e for e in events if e["event"] == "exit" and e["node"] == "spot-0"
+                and e["t"] < first(events, "kill", "spot-0")["t"] - 0.5]  # no SIGTERM at the notice
+
+
 def test_notice_to_death_is_the_warning(preemption: dict[str, Any]) -> None:
     events = preemption["events"]
     notice = first(events, "notice", "spot-0")

@@ -34,6 +34,7 @@ from workloads.common.spot_notice import (
     SpotNotice,
     default_endpoint,
     parse_notice,
+    parse_rebalance,
 )
 
 
@@ -144,7 +145,8 @@ def test_the_endpoint_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 def test_notice_time_round_trips() -> None:
     body = f'{{"action": "terminate", "time": "{notice_time(1_800_000_000.7)}"}}'.encode()
-    assert parse_notice(body).time.timestamp() == 1_800_000_000
+    assert parse_notice(body).time.timestamp() == pytest.approx(1_800_000_000.7, abs=1e-3)
+    assert notice_time(1_800_000_000.7) == "2027-01-15T08:00:00.700Z"
 
 
 def half_sent(endpoint: NoticeEndpoint, count: int) -> list[socket.socket]:
@@ -210,3 +212,23 @@ def test_tokens_past_the_cap_retire_the_oldest(endpoint: NoticeEndpoint) -> None
     assert [get_status(endpoint.url, token) for token in tokens[:5]] == [401] * 5
     assert get_status(endpoint.url, tokens[5]) == 404  # still valid: no notice yet
     assert get_status(endpoint.url, tokens[-1]) == 404
+
+
+def test_a_rebalance_recommendation_and_the_instance_id_are_read_like_on_ec2(
+        endpoint: NoticeEndpoint) -> None:
+    watcher = NoticeWatcher(endpoint.url)
+    assert watcher.check_rebalance() is None  # 404 until it is posted
+    endpoint.post_rebalance(1_800_000_000.25)
+    recommendation = watcher.check_rebalance()
+    assert recommendation is not None
+    assert recommendation.time.timestamp() == pytest.approx(1_800_000_000.25, abs=1e-3)
+    assert watcher.check() is None  # a recommendation is not a notice
+    assert watcher.instance_id() == "lab-node"
+    assert watcher.tokens_fetched == 1
+
+
+@pytest.mark.parametrize("body", [b"[]", b'{"noticeTime": 5}', b'{"noticeTime": "soon"}',
+                                  b'{"noticeTime": "2026-01-01T00:00:00"}', b"\xff"])
+def test_a_rebalance_body_that_is_not_one_is_malformed(body: bytes) -> None:
+    with pytest.raises(MalformedNotice, match="rebalance"):
+        parse_rebalance(body)

@@ -134,8 +134,9 @@ def test_the_largest_pods_are_placed_first() -> None:
 
 
 def test_pods_that_fill_a_node_exactly_share_it_and_one_millicore_more_do_not() -> None:
-    assert _spot_nodes_at_minimum([{"cpu": "1750m", "replicas": 2}]) == 1
-    assert _spot_nodes_at_minimum([{"cpu": "1751m", "replicas": 2}]) == 2
+    # 3.5 CPUs a node; each spot pod holds the notice agent's 100m beside the worker
+    assert _spot_nodes_at_minimum([{"cpu": "1650m", "replicas": 2}]) == 1
+    assert _spot_nodes_at_minimum([{"cpu": "1651m", "replicas": 2}]) == 2
 
 
 def test_an_autoscaled_worker_group_without_min_replicas_keeps_no_node() -> None:

@@ -100,6 +100,7 @@ def test_the_stack_program_exports_under_the_named_outputs() -> None:
     from launch.stack_config import read_stack_config
     from stacks import outputs
     from stacks.config import with_admin_cidr_placeholder
+    from stacks.outputs import read_interruption_templates
 
     raw, _ = with_admin_cidr_placeholder(read_stack_config("dev"))
     raw["spotburst:experiments"] = '["doll", "burst"]'
@@ -107,9 +108,11 @@ def test_the_stack_program_exports_under_the_named_outputs() -> None:
     named = {outputs.REGION, outputs.BUCKET_NAME, outputs.EXPERIMENTS, outputs.RAY_VERSION,
              outputs.SPOT_CLUSTER_NAME, outputs.SPOT_CLUSTER_POOLS, outputs.BURST_INSTANCE_IDS,
              outputs.BURST_PRIVATE_IPS, outputs.BURST_HEAD_ADDRESS, outputs.BURST_SITE_CIDRS,
-             outputs.BURST_EFS, outputs.BURST_TOKEN_PARAMETER}
+             outputs.BURST_EFS, outputs.BURST_TOKEN_PARAMETER,
+             outputs.SPOT_INTERRUPTION_TEMPLATES}
     named |= {*outputs.ray_cluster_outputs("doll"), outputs.raycluster_name("doll")}
     assert set(run.outputs) == named
+    assert set(read_interruption_templates(run.outputs, "dev")) == {"spot-cpu"}  # doll's pool
     read_ray_cluster_outputs(run.outputs, "dev", "doll")  # what launch reads, the program writes
     burst = read_burst_outputs(run.outputs, "dev")
     assert burst.instance_ids["cloud"]

@@ -1,11 +1,16 @@
 """The one spot-notice watcher: polls the instance metadata service (IMDSv2) for a spot
-interruption notice, the same code on EC2 (169.254.169.254) and in the local spot lab (each
-lab node's own endpoint, found through `SPOTBURST_IMDS_ENDPOINT`).
+interruption notice and a rebalance recommendation, the same code on EC2 (169.254.169.254)
+and in the local spot lab (each lab node's own endpoint, found through
+`SPOTBURST_IMDS_ENDPOINT`). The notice agent (workloads/common/notice_agent.py) drains its
+Ray node with it; a workload may watch for itself too.
 
 IMDSv2: `PUT /latest/api/token` with a TTL header returns a session token; every read sends
 it. `GET /latest/meta-data/spot/instance-action` answers 404 while there is no notice and
-`{"action": "terminate"|"stop"|"hibernate", "time": "2026-01-01T00:00:00Z"}` once there is.
-An expired token answers 401: the watcher fetches a new one and asks again, once.
+`{"action": "terminate"|"stop"|"hibernate", "time": "2026-01-01T00:00:00Z"}` once there is;
+`GET /latest/meta-data/events/recommendations/rebalance` answers 404, then
+`{"noticeTime": "2026-01-01T00:00:00Z"}`. An expired token answers 401: the watcher fetches a
+new one and asks again, once. Times may carry fractions of a second (the lab's do: its
+warning is compressed).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from vocab.spot import (
     IMDS_ENDPOINT,
     IMDS_ENDPOINT_ENV,
     IMDS_INSTANCE_ACTION_PATH,
+    IMDS_INSTANCE_ID_PATH,
+    IMDS_REBALANCE_PATH,
     IMDS_TOKEN_HEADER,
     IMDS_TOKEN_PATH,
     IMDS_TOKEN_TTL_HEADER,
@@ -47,6 +54,14 @@ class SpotNotice:
         return self.time.timestamp() - (time.time() if now is None else now)
 
 
+@dataclass(frozen=True)
+class RebalanceRecommendation:
+    """EC2 recommends moving off the instance (its capacity is at elevated risk): often
+    minutes before an interruption, sometimes for an instance never interrupted."""
+
+    time: datetime
+
+
 class NoticeError(RuntimeError):
     """The metadata service could not be asked, or answered something unusable."""
 
@@ -66,25 +81,41 @@ def default_endpoint() -> str:
 
 def parse_notice(body: bytes) -> SpotNotice:
     """The notice in an instance-action body; MalformedNotice names what is wrong."""
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise MalformedNotice(f"instance-action body is not JSON: {body[:80]!r}") from None
-    if not isinstance(document, dict):
-        raise MalformedNotice(f"instance-action body is not an object: {body[:80]!r}")
-    action, when = document.get("action"), document.get("time")
+    document = _object("instance-action", body)
+    action = document.get("action")
     if action not in NOTICE_ACTIONS:
         raise MalformedNotice(f"instance-action 'action' is {action!r}, not one of "
                               f"{', '.join(NOTICE_ACTIONS)}")
+    return SpotNotice(action=action, time=_time("instance-action", "time", document))
+
+
+def parse_rebalance(body: bytes) -> RebalanceRecommendation:
+    """The recommendation in a rebalance body; MalformedNotice names what is wrong."""
+    return RebalanceRecommendation(_time("rebalance", "noticeTime",
+                                         _object("rebalance", body)))
+
+
+def _object(what: str, body: bytes) -> dict[str, object]:
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise MalformedNotice(f"{what} body is not JSON: {body[:80]!r}") from None
+    if not isinstance(document, dict):
+        raise MalformedNotice(f"{what} body is not an object: {body[:80]!r}")
+    return document
+
+
+def _time(what: str, key: str, document: dict[str, object]) -> datetime:
+    when = document.get(key)
     if not isinstance(when, str):
-        raise MalformedNotice(f"instance-action 'time' is {when!r}, not a string")
+        raise MalformedNotice(f"{what} {key!r} is {when!r}, not a string")
     try:
         stamp = datetime.fromisoformat(when.replace("Z", "+00:00"))
     except ValueError:
-        raise MalformedNotice(f"instance-action 'time' {when!r} is not an ISO 8601 time") from None
+        raise MalformedNotice(f"{what} {key!r} {when!r} is not an ISO 8601 time") from None
     if stamp.tzinfo is None:
-        raise MalformedNotice(f"instance-action 'time' {when!r} has no time zone")
-    return SpotNotice(action=action, time=stamp.astimezone(UTC))
+        raise MalformedNotice(f"{what} {key!r} {when!r} has no time zone")
+    return stamp.astimezone(UTC)
 
 
 class NoticeWatcher:
@@ -113,16 +144,32 @@ class NoticeWatcher:
 
     def check(self) -> SpotNotice | None:
         """Ask once: the notice, or None while there is none."""
-        status, body = self._get_instance_action(self._current_token())
+        body = self._read(IMDS_INSTANCE_ACTION_PATH)
+        return None if body is None else parse_notice(body)
+
+    def check_rebalance(self) -> RebalanceRecommendation | None:
+        """Ask once: the rebalance recommendation, or None while there is none."""
+        body = self._read(IMDS_REBALANCE_PATH)
+        return None if body is None else parse_rebalance(body)
+
+    def instance_id(self) -> str:
+        """The instance's id (on the lab: the node's name)."""
+        body = self._read(IMDS_INSTANCE_ID_PATH)
+        if body is None or not body.strip():
+            raise NoticeUnavailable(f"{self.endpoint}{IMDS_INSTANCE_ID_PATH} has no instance id")
+        return body.decode(errors="replace").strip()
+
+    def _read(self, path: str) -> bytes | None:
+        """The body at `path`, None for 404; a 401 renews the token and asks once more."""
+        status, body = self._get(path, self._current_token())
         if status == 401:  # the token expired (or the service restarted): renew once
             self._token = None
-            status, body = self._get_instance_action(self._current_token())
+            status, body = self._get(path, self._current_token())
         if status == 404:
             return None
         if status != 200:
-            raise NoticeUnavailable(f"{self.endpoint}{IMDS_INSTANCE_ACTION_PATH} answered "
-                                    f"HTTP {status}")
-        return parse_notice(body)
+            raise NoticeUnavailable(f"{self.endpoint}{path} answered HTTP {status}")
+        return body
 
     def wait(
         self,
@@ -181,10 +228,9 @@ class NoticeWatcher:
             self.tokens_fetched += 1
         return self._token
 
-    def _get_instance_action(self, token: str) -> tuple[int, bytes]:
-        request = urllib.request.Request(
-            self.endpoint + IMDS_INSTANCE_ACTION_PATH, headers={IMDS_TOKEN_HEADER: token}
-        )
+    def _get(self, path: str, token: str) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.endpoint + path,
+                                         headers={IMDS_TOKEN_HEADER: token})
         return self._send(request)
 
     def _send(self, request: urllib.request.Request) -> tuple[int, bytes]:
