@@ -14,8 +14,7 @@ having the runner up again), restore (to its first request, with the weights) an
 its first fragment); per run the learner's seconds updating, waiting for samples, and the rest.
 Exits 1 when the ratio misses its target (or no preemption happened).
 
-    python -m benchmarks.rl_scaling [--steps 3000] [--preempt-every 8] [--seed 0]
-        [--json FILE]
+    python -m benchmarks.rl_scaling [--steps N] [--preempt-every 8] [--seed 0] [--json FILE]
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from launch.rl import LabFaults
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from workloads.common.results import read_json, read_records
 from workloads.common.storage import LocalStorage
+from workloads.rl.options import RlOptions
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.15
@@ -193,7 +193,8 @@ def compare(without: dict[str, Any], with_: dict[str, Any], runners: int) -> dic
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.rl_scaling",
                                      description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=3000, help="env steps of each run")
+    parser.add_argument("--steps", type=int, default=RlOptions().steps,
+                        help="env steps of each run (default: the workload's)")
     parser.add_argument("--runners", type=int, default=2, help="env runners of each run")
     parser.add_argument("--preempt-every", type=int, default=8,
                         help="iterations between preemptions in the preempted run")

@@ -117,6 +117,19 @@ def test_a_one_hour_run_is_drawn_in_minutes_with_every_mark(hour: RunRecords) ->
     assert _data(final, "x")[0] == pytest.approx(3602.0 / 60)
 
 
+def test_runners_in_service_follow_the_learners_runner_events(minute: RunRecords) -> None:
+    minute.runner_events = [{"event": "lost", "runner": 2, "t": 31.0},
+                            {"event": "back", "runner": 2, "t": 44.0},
+                            {"event": "sampling", "runner": 2, "t": 45.0}]
+    assert minute.in_service() == ([0.0, 31.0, 44.0, 62.0], [2, 1, 2, 2])
+    figure = reward_figure(minute, "env_steps")
+    [runners] = [line for line in figure.axes[1].get_lines()
+                 if line.get_label() == "env runners in service"]
+    # at 31 s, between iteration 3 (30 s, 300 steps) and 4 (40 s, 400 steps)
+    assert _data(runners, "x") == pytest.approx([0.0, 310.0, 440.0, 600.0])
+    assert _data(runners, "y") == [2, 1, 2, 2]
+
+
 def test_draw_writes_the_three_figures(tmp_path: Path) -> None:
     folder = synthetic_run(tmp_path / "run", wall_s=60.0, iterations=6, evaluate_every=4,
                            preempt_at=[3])

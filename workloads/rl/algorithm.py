@@ -249,12 +249,19 @@ class LearnerLoop:
         }
 
 
+def _not_the_new_stack_notice(record: logging.LogRecord) -> bool:
+    """RLlib warns at every build that SAC runs on its new API stack, the only one used."""
+    return "on the new API stack" not in record.getMessage()
+
+
 class Trainer:
     """The Algorithm on the learner's node, sampling with the driver's env runners; the
     driver calls `iterate()` and `state()`."""
 
     def __init__(self, options: RlOptions, runners: list[Any],
                  state: bytes | None = None) -> None:
+        for name in ("ray.rllib.algorithms.algorithm_config", "ray.rllib.algorithms.sac.sac"):
+            logging.getLogger(name).addFilter(_not_the_new_stack_notice)
         self.algo = sac_config(options).build_algo()
         if state is not None:  # resume: weights, optimizers and α of a checkpoint
             self.algo.learner_group.set_state(unpack_state(state))

@@ -245,10 +245,7 @@ class RlRun:
             self.learner_s[key] += row[key]
         now = time.time() - self.started
         for node in self.nodes.poll(time.time()):
-            self.preemptions.append({"t": now, "epoch": time.time(),
-                                     "iteration": progress.iteration,
-                                     "env_steps": progress.env_steps,
-                                     "cost": self.nodes.meter.cost, "node_id": node})
+            self.preemptions.append(self.preemption(node, now))
             self.say(f"spot node {node[:12]} lost; training goes on with "
                      f"{row['healthy_runners']}/{row['runners']} env runners")
         self.iterations.append({
@@ -268,6 +265,19 @@ class RlRun:
             + f", env runners {row['healthy_runners']}/{row['runners']}, restarts "
             f"{progress.runner_restarts}, {row['iteration_s']:.1f} s"
         )
+
+    def preemption(self, node: str, now: float) -> dict[str, Any]:
+        """The record of a spot node found lost at `now`: dated by the first sign of it, the
+        learner losing a runner there, when that came earlier (with the env steps and cost
+        of the last iteration before it)."""
+        lost = [event["t"] for event in self.runner_events
+                if event["event"] == "lost" and event.get("node") == node]
+        at = min([now, *lost])
+        before = [row for row in self.iterations if row["t"] <= at]
+        return {"t": at, "detected_t": now, "epoch": self.started + at,
+                "iteration": self.progress.iteration,
+                "env_steps": before[-1]["env_steps"] if before else 0,
+                "cost": before[-1]["cost"] if before else 0.0, "node_id": node}
 
     def after_iteration(self, trainer: Any, row: dict[str, Any]) -> None:
         progress = self.progress

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -36,6 +37,7 @@ class RunRecords:
     iterations: list[dict[str, Any]]
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)
+    runner_events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def read(cls, folder: Path) -> RunRecords:
@@ -45,6 +47,8 @@ class RunRecords:
             summary=read_json(storage, "summary.json"),
             iterations=read_records(storage, "iterations"),
             preemptions=read_records(storage, "preemptions"),
+            runner_events=read_records(storage, "runner_events")
+            if (folder / "records" / "runner_events.jsonl").exists() else [],
             evaluations=[json.loads(line) for line in rewards.read_text().splitlines()
                          if line.strip()] if rewards.exists() else [],
         )
@@ -54,6 +58,32 @@ class RunRecords:
         summary_key = {"env_steps": "env_steps", "t": "wall_time_s", "cost": "cost"}[x]
         last = self.iterations[-1][x] if self.iterations else 0.0
         return float(max(self.summary.get(summary_key) or 0.0, last))
+
+    def at(self, t: float, x: str) -> float:
+        """Where wall time `t` (s since the run started) falls on axis `x`, between the
+        iterations around it."""
+        if x == "t":
+            return t
+        times = [0.0, *(row["t"] for row in self.iterations)]
+        values = [0.0, *(row[x] for row in self.iterations)]
+        return float(np.interp(t, times, values))
+
+    def in_service(self) -> tuple[list[float], list[int]]:
+        """The env runners in service over wall time, from the learner's runner events
+        (each iteration's count when the run has none)."""
+        runners = int(self.summary["env_runners"])
+        if not self.runner_events:  # each iteration's count, over that iteration
+            counts = [row["healthy_runners"] for row in self.iterations] or [runners]
+            return ([0.0, *(row["t"] for row in self.iterations)], [*counts, counts[-1]])
+        times, counts = [0.0], [runners]
+        for event in sorted(self.runner_events, key=lambda event: event["t"]):
+            change = {"lost": -1, "back": 1}.get(event["event"])
+            if change is not None:
+                times.append(event["t"])
+                counts.append(min(runners, max(0, counts[-1] + change)))
+        times.append(self.end("t"))
+        counts.append(counts[-1])
+        return times, counts
 
     def resumes(self) -> list[dict[str, Any]]:
         """The first iteration of each resumed learner."""
@@ -121,12 +151,12 @@ def reward_figure(records: RunRecords, x: str) -> plt.Figure:
     axes.set_title(f"SAC on {summary['env']}: {summary['env_runners']} env runners, "
                    f"{summary['preemptions']} preemptions, "
                    f"{summary.get('learner_resumes', 0)} learner resumes", fontsize=9)
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, loc="best")
     axes.grid(alpha=0.3)
 
-    runners.step([0.0, *(row[x] / scale for row in rows)],
-                 [summary["env_runners"], *(row["healthy_runners"] for row in rows)],
-                 where="pre", color="C0", lw=1, label="env runners in service")
+    times, counts = records.in_service()
+    runners.step([records.at(t, x) / scale for t in times], counts, where="post", color="C0",
+                 lw=1, label="env runners in service")
     runners.set_ylim(-0.2, summary["env_runners"] + 0.5)
     runners.set_yticks(sorted({0, summary["env_runners"]}))
     runners.set_ylabel("runners\nin service", fontsize=7)

@@ -23,7 +23,7 @@ class RlOptions(ResultsOptions):
     )
     env_runners: int = option(2, "env runners (Ray actors sampling the environment)", minimum=1,
                               maximum=64)
-    steps: int = option(3000, "env steps to sample in all (the run ends past this)", minimum=1)
+    steps: int = option(4000, "env steps to sample in all (the run ends past this)", minimum=1)
     seed: int = option(0, "seed of the environments and the networks (RLlib's seed)", minimum=0)
     runner_on: str = option("spot", "where env runners are placed (a node pool's placement "
                             "resource)", choices=RUNNER_PLACES)

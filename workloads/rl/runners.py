@@ -144,16 +144,22 @@ class RunnerPool:
 
     def dispatch(self, weights: Callable[[], dict[str, Any]], version: int,
                  allowance: int) -> int:
-        """A new fragment for each healthy, idle runner while the steps in flight stay within
-        `allowance`, with the learner's weights: `weights()` is put in the object store once
-        per `version`, and every request carries that one object. Returns the requests
-        sent."""
+        """A new fragment for healthy, idle runners (the one served longest ago first)
+        while the steps in flight stay within `allowance` (a runner back in service gets its
+        first one regardless), with the learner's weights: `weights()` is put in the object
+        store once per `version`, and every request carries that one object. Returns the
+        requests sent."""
         sent = 0
-        for runner in self.healthy:
-            if runner.request is not None:
+        # the runner served longest ago first: runners take turns, and one back in service
+        # gets the next request
+        idle = sorted((runner for runner in self.healthy if runner.request is None),
+                      key=lambda runner: runner.dispatched_at)
+        for runner in idle:
+            # a runner back in service gets its first request at once, the others wait
+            # for the allowance
+            if (self.in_flight_steps() + self.fragment_steps > allowance
+                    and not runner.coming_back):
                 continue
-            if self.in_flight_steps() + self.fragment_steps > allowance:
-                break
             if version != self.weights_version:
                 self.weights_ref, self.weights_version = ray.put(weights()), version
             runner.request = runner.handle.apply.remote(sample_fragment,
