@@ -1,20 +1,25 @@
 """RL benchmark: what a spot preemption of an env runner costs. SAC on Pendulum-v1 on a local
-spot lab, the same seed and settings twice, side by side: without preemptions, and with the
-spot node of an env runner preempted after every `--preempt-every`-th iteration (a notice, a
-drain, a kill, a replacement node), as `invoke run-rl` does on its lab.
+spot lab, the same seed and settings without preemptions and with the spot node of an env
+runner preempted after every `--preempt-every`-th iteration (a notice, a drain, a kill, a
+replacement node), as `invoke run-rl` does on its lab. The runs alternate without, with,
+with, without, ... (`--pairs`), so a change of the machine's load during the benchmark
+weighs on both sides alike; each run has a new lab of its own.
 
-Printed (and written to `--json`): each run's wall time, env steps, updates, final evaluation,
-preemptions and restarts; the wall-time ratio with/without and its target; the bound — the
-sampling capacity the preemptions removed, as a wall-time ratio: 1 + (the runner-seconds from
-each preempted node's kill until its runner sampled again, summed) / (env runners × wall time
-without preemptions), what the run would lose if its env steps came at the pace of the runners
-in service; and where the time went, from the run's records: per preemption its drain (notice
-to kill), detection (kill to the learner taking the runner out of service), restart (to Ray
-having the runner up again), restore (to its first request, with the weights) and warm-up (to
-its first fragment); per run the learner's seconds updating, waiting for samples, and the rest.
-Exits 1 when the ratio misses its target (or no preemption happened).
+Printed (and written to `--json`): each run's wall time, the learner's seconds updating,
+waiting for samples and the rest, env steps, updates, final evaluation, preemptions and
+restarts; the wall-time ratio with/without (of the sums, and per pair) and its target; the
+bound — the sampling capacity the preemptions removed, as a wall-time ratio: 1 + (the
+runner-seconds from each preempted node's kill until its runner sampled again, summed) /
+(env runners × wall time without preemptions), what a run would lose if its env steps came
+at the pace of the runners in service; and where the time went, from the runs' records: per
+preemption its drain (notice to kill), detection (kill to the learner taking the runner out
+of service), restart (to Ray having the runner up again), restore (to its first request,
+with the weights) and warm-up (to its first fragment); and the extra wall time split into the
+learner's updating, waiting and the rest. Exits 1 when the ratio misses its target (or no
+preemption happened).
 
-    python -m benchmarks.rl_scaling [--steps N] [--preempt-every 8] [--seed 0] [--json FILE]
+    python -m benchmarks.rl_scaling [--steps N] [--preempt-every 8] [--pairs 2] [--seed 0]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from workloads.rl.options import RlOptions
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.15
+ITERATION_STEPS = 200
 TARGET_RETURN = -300.0
 PHASES = ("drain", "detection", "restart", "restore", "warm-up")
 
@@ -196,8 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=RlOptions().steps,
                         help="env steps of each run (default: the workload's)")
     parser.add_argument("--runners", type=int, default=2, help="env runners of each run")
+    parser.add_argument("--steps-per-iteration", type=int, default=ITERATION_STEPS,
+                        help="env steps of an iteration (default: 200, as the preemption "
+                        "rate was first measured)")
     parser.add_argument("--preempt-every", type=int, default=8,
-                        help="iterations between preemptions in the preempted run")
+                        help="iterations between preemptions in the preempted runs")
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="pairs of runs, in the order without, with, with, without, ...")
     parser.add_argument("--curve-every", type=int, default=500,
                         help="env steps per line of the return curves")
     parser.add_argument("--seed", type=int, default=0)
@@ -205,45 +216,61 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_before = [round(value, 2) for value in os.getloadavg()]
     workload = ["--seed", str(args.seed), "--steps", str(args.steps), "--env-runners",
-                str(args.runners)]  # the workload's defaults otherwise, as run-rl
+                str(args.runners), "--steps-per-iteration", str(args.steps_per_iteration)]
     spot = args.runners + 1  # both labs alike: a spare spot node takes a preempted runner
+    preempted = f"preempt every {args.preempt_every} it"
+    order = [side for pair in range(args.pairs)
+             for side in (("without", "with") if pair % 2 == 0 else ("with", "without"))]
+    runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+    done = []  # in the order they ran
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as temp:
-        folder = Path(temp)
-        without = one_run("no preemptions", spot, workload, 0, folder)
-        with_ = one_run(f"preempt every {args.preempt_every} it", spot, workload,
-                        args.preempt_every, folder)
-    compared = compare(without, with_, args.runners)
+        for number, side in enumerate(order, start=1):
+            label = f"{'no preemptions' if side == 'without' else preempted} #{number}"
+            every = args.preempt_every if side == "with" else 0
+            done.append(one_run(label, spot, workload, every, Path(temp)))
+            runs[side].append(done[-1])
+    compared = compare(total(runs["without"]), total(runs["with"]), args.runners)
+    pairs = [with_["wall_time_s"] / without["wall_time_s"]
+             for without, with_ in zip(runs["without"], runs["with"], strict=True)]
     targets = [Target("wall time with / without preemptions", compared["ratio"],
                       TARGET_RATIO),
-               Target("preemptions in the preempted run", with_["preemptions"], 1,
-                      at_most=False)]
+               Target("preemptions in the preempted runs",
+                      sum(run["preemptions"] for run in runs["with"]), 1, at_most=False)]
     made = {**machine(), "load_average_before": load_before}
     print(f"\n{header(made)}; load average before: "
           f"{' / '.join(f'{v:g}' for v in load_before)}")
     print(f"SAC on Pendulum-v1, seed {args.seed}, {args.runners} env runners, "
-          f"{args.steps} env steps")
-    print(table([without, with_]))
-    print(f"\nwall time ratio {compared['ratio']:.3f}; bound {compared['bound']:.3f} "
+          f"{args.steps} env steps, {args.steps_per_iteration} per iteration")
+    print(table(done))
+    print(f"\nwall time ratio {compared['ratio']:.3f} (of the sums; per pair "
+          f"{', '.join(f'{ratio:.3f}' for ratio in pairs)}); bound {compared['bound']:.3f} "
           f"({compared['capacity_removed_runner_s']:.1f} runner-seconds of sampling removed "
-          f"by {with_['preemptions']} preemptions)")
+          f"by {targets[1].measured:g} preemptions)")
     extra = compared["extra_s"]
     print(f"extra wall time {extra['wall_time_s']:+.1f} s: learner updating "
           f"{extra['learner_update_s']:+.1f} s, waiting for samples "
           f"{extra['learner_wait_s']:+.1f} s, other {extra['other_s']:+.1f} s")
     print("\nPer preemption (seconds):")
-    print(phase_table(with_["phases"]))
+    print(phase_table([row for run in runs["with"] for row in run["phases"]]))
     print(f"\nMean evaluation return per {args.curve_every} env steps, same seed:")
-    print(curves_side_by_side([without, with_], args.curve_every))
+    print(curves_side_by_side([runs["without"][0], runs["with"][0]], args.curve_every))
     print()
     print(targets_text(targets))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "made": made, "runs": [without, with_], "compared": compared,
+            "made": made, "runs": runs, "compared": compared, "pair_ratios": pairs,
             "targets": [{"name": t.name, "measured": t.measured, "limit": t.limit,
                          "at_most": t.at_most, "met": t.met} for t in targets],
         }, indent=2) + "\n")
     return exit_code(targets)
+
+
+def total(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sums of the runs' seconds, and all their preemptions' phases."""
+    keys = ("wall_time_s", "learner_update_s", "learner_wait_s")
+    return {**{key: sum(run[key] for run in runs) for key in keys},
+            "phases": [row for run in runs for row in run["phases"]]}
 
 
 if __name__ == "__main__":

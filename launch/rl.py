@@ -32,7 +32,7 @@ from workloads.rl.options import RL_SPEC, RlOptions
 FAULTS_FILE = f"{LAB_RECORD}/faults.json"
 RUNNERS_LINE = "env runners on nodes:"
 LEARNER_LINE = "learner (Trainer) on node "
-ITERATION_LINE = re.compile(r"^iteration (\d+): ")
+ITERATION_LINE = re.compile(r"^iteration (\d+): (\d+)/(\d+) env steps")
 RUNNER_HEALTH = re.compile(r"env runners (\d+)/(\d+)")
 LAB_UP_LINE = re.compile(r"spot lab (\w+) is up: Ray at ")
 
@@ -48,12 +48,12 @@ def rl_lab(options: RlOptions, lab: SpotLabOptions) -> SpotLabConfig:
 
 class LabFaults:
     """Faults injected into a run on a spot lab as its output lines come: after every
-    `preempt_every`-th iteration the spot node of an env runner is preempted (a notice, a
-    drain, a kill, a replacement; each time the runner on the lowest node id among those not
-    yet preempted); after iteration `lose_learner_at` — once every env runner is in service
-    again, so one fault is recovered from before the next — the learner's node is lost
-    (killed without notice, not replaced). The lab is the one handed in, or the one whose
-    "is up" line the output shows."""
+    `preempt_every`-th iteration but the run's last, the spot node of an env runner is
+    preempted (a notice, a drain, a kill, a replacement; each time the runner on the lowest
+    node id among those not yet preempted); after iteration `lose_learner_at` — once every
+    env runner is in service again, so one fault is recovered from before the next — the
+    learner's node is lost (killed without notice, not replaced). The lab is the one handed
+    in, or the one whose "is up" line the output shows."""
 
     def __init__(self, preempt_every: int, lose_learner_at: int | None,
                  lab: SpotLab | None = None) -> None:
@@ -85,6 +85,8 @@ class LabFaults:
         if number in self.seen:  # again after a learner resume: no second fault
             return
         self.seen.add(number)
+        if int(iteration.group(2)) >= int(iteration.group(3)):  # the last: the run ends
+            return
         if self.preempt_every and number % self.preempt_every == 0:
             candidates = [n for n in self.runner_nodes if n not in self.preempted]
             if candidates:

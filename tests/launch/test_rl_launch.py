@@ -56,6 +56,7 @@ def _iteration(number: int, healthy: int = 2) -> str:
 def test_every_nth_iteration_preempts_a_runner_node_not_preempted_before() -> None:
     lab = FakeLab({"spot-0": "aa11", "spot-1": "bb22", "spot-2": "cc33", "learner-0": "ll44"})
     faults = LabFaults(preempt_every=2, lose_learner_at=None, lab=lab)  # type: ignore[arg-type]
+    # iteration 30 is the last of 3000 env steps
     for line in ["learner (Trainer) on node ll44; 2 env runners on spot nodes",
                  "env runners on nodes: aa11, bb22", _iteration(1), _iteration(2),
                  "spot node aa11 lost; training goes on with 1/2 env runners", _iteration(3, 1),
@@ -64,6 +65,8 @@ def test_every_nth_iteration_preempts_a_runner_node_not_preempted_before() -> No
     assert lab.interrupted == ["spot-0", "spot-1"]
     assert [f["after_iteration"] for f in faults.record()["injected"]] == [2, 4]
     faults.feed(_iteration(4))  # the same iteration again (after a learner resume): no fault
+    faults.feed("env runners on nodes: cc33, dd44")
+    faults.feed(_iteration(30))  # the last: the run ends, nothing to preempt for
     assert lab.interrupted == ["spot-0", "spot-1"]
 
 
