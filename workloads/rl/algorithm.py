@@ -151,10 +151,13 @@ class LearnerLoop:
 
     def allowance(self) -> int:
         """Env steps the runners may have in flight: one fragment per runner, less the steps
-        sampled that the learner has not learned from yet."""
-        unlearned = max(0.0, self.sampled - self.options.learning_starts
-                        - self.updates / self.options.updates_per_step)
-        return int(len(self.pool.runners) * self.options.rollout_fragment - unlearned)
+        sampled that the learner has not learned from yet; at least one fragment while the
+        learner owes no update (it would wait for samples: with fewer than one update per
+        env step, a remainder too small to pay an update can be left unlearned)."""
+        fragment = self.options.rollout_fragment
+        unlearned = max(0.0, self.sampled - self.learned())
+        budget = int(len(self.pool.runners) * fragment - unlearned)
+        return max(budget, fragment) if self.owed() <= 0 else budget
 
     # --- the loop --------------------------------------------------------------------------
 
