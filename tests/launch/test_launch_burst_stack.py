@@ -28,6 +28,7 @@ from tests.helpers.ssm_stub import (
     stubbed_ssm,
 )
 from tests.helpers.stack_outputs import dev_stack_outputs
+from vocab.errors import RunFailed
 from workloads.burst.options import BurstOptions
 
 # As the real dev stack exports them (through JSON), with the mocked ids and addresses.
@@ -134,6 +135,8 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
         requirements: list[str] | None = None,
         token: str | None = None,
         python: str = "python",
+        stall_timeout_s: float = 0.0,
+        trace_log: Path | None = None,
     ) -> str:
         submitted.update(
             address=address,
@@ -215,7 +218,7 @@ def test_a_failed_shaping_runs_nothing_and_still_resets(
             expect_script(stubber, f"undo-{role}", [instance], RESET_LINES,
                           f"spotburst netem reset {role}")
         expect_reset_of_every_node(stubber)
-        with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
+        with pytest.raises(RunFailed, match="shaping the burst nodes failed"):
             burst.run_on_stack(
                 BurstOptions(),
                 load_profile(bw=30),
