@@ -32,6 +32,7 @@ from launch.options import (
     MEASURE_LINK_SPEC,
     NETEM_SPEC,
     OUTPUTS_SPEC,
+    RL_LAB_SPEC,
     SPOT_LAB_DOWN_SPEC,
     SPOT_LAB_STATUS_SPEC,
     STACK_SPEC,
@@ -51,6 +52,7 @@ from launch.options import (
     MeasureLinkOptions,
     NetemOptions,
     OutputsOptions,
+    RlLabOptions,
     SpotLabDownOptions,
     SpotLabStatusOptions,
     StackOptions,
@@ -335,8 +337,8 @@ def fetch_prices(c: Context, options: FetchPricesOptions) -> None:
 # --- distributed RL on spot ----------------------------------------------------------------
 
 
-@cli_task(RL_SPEC, LAB_SPEC, TARGET_SPEC)
-def run_rl(c: Context, options: RlOptions, lab_options: SpotLabOptions,
+@cli_task(RL_SPEC, RL_LAB_SPEC, TARGET_SPEC)
+def run_rl(c: Context, options: RlOptions, lab_options: RlLabOptions,
            target: TargetOptions) -> None:
     """Run RLlib SAC, its learner on demand and its env runners on spot nodes, with figures.
 

@@ -1,114 +1,65 @@
-"""RL benchmark: SAC on Pendulum-v1 on a local spot lab, the same seed with and without spot
-preemptions, side by side; and env-runner scaling (env steps per second with 1, 2, 4 runners).
+"""RL benchmark: what a spot preemption of an env runner costs. SAC on Pendulum-v1 on a local
+spot lab, the same seed and settings without preemptions and with the spot node of an env
+runner preempted after every `--preempt-every`-th iteration (a notice, a drain, a kill, a
+replacement node), as `invoke run-rl` does on its lab. The runs alternate without, with,
+with, without, ... (`--pairs`), so a change of the machine's load during the benchmark
+weighs on both sides alike; each run has a new lab of its own.
 
-Each run is `python -m workloads.rl` driving the lab (a learner node and spot nodes), as
-`invoke run-rl` does; "with preemptions" interrupts the spot node of an env runner every
-`--interrupt-every` iterations (a notice, a drain, a kill, a replacement node). Prints, per
-run: env steps, wall time, env steps/s, best and last evaluation return, the first env step at
-which an evaluation reached the target (-300; a random policy scores about -1200),
-preemptions, env-runner restarts.
+Printed (and written to `--json`): each run's wall time, the learner's seconds updating,
+waiting for samples and the rest, env steps, updates, final evaluation, preemptions and
+restarts; the wall-time ratio with/without (of the sums, and per pair) and its target; the
+bound — the sampling capacity the preemptions removed, as a wall-time ratio: 1 + (the
+runner-seconds from each preempted node's kill until its runner sampled again, summed) /
+(env runners × wall time without preemptions), what a run would lose if its env steps came
+at the pace of the runners in service; and where the time went, from the runs' records: per
+preemption its drain (notice to kill), detection (kill to the learner taking the runner out
+of service), restart (to Ray having the runner up again), restore (to its first request,
+with the weights) and warm-up (to its first fragment); and the extra wall time split into the
+learner's updating, waiting and the rest. Exits 1 when the ratio misses its target (or no
+preemption happened).
 
-    python -m benchmarks.rl_scaling [--steps 6000] [--runners 2] [--scaling 1,2,4]
-        [--scaling-steps 1500] [--eval-every 4] [--seed 0] [--json FILE]
+    python -m benchmarks.rl_scaling [--steps N] [--preempt-every 8] [--pairs 2] [--seed 0]
+        [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
+import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import procs
+from benchmarks.report import Target, exit_code, header, machine, targets_text
+from launch.rl import LabFaults
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from workloads.common.results import read_json, read_records
 from workloads.common.storage import LocalStorage
+from workloads.rl.options import RlOptions
 
 REPO = Path(__file__).resolve().parents[1]
+TARGET_RATIO = 1.15
+ITERATION_STEPS = 200
 TARGET_RETURN = -300.0
-RUNNERS_LINE = "env runners on nodes:"
-LEARNER_LINE = "learner (Trainer) on node "
-RUNNER_HEALTH = re.compile(r"env runners (\d+)/(\d+), restarts (\d+)")
+PHASES = ("drain", "detection", "restart", "restore", "warm-up")
 
 
-def lab_config(spot: int) -> SpotLabConfig:
-    """A learner node and `spot` 1-CPU spot nodes; no preemption but the driver's own."""
-    return SpotLabConfig(spot=spot, on_demand=0, learner=1, cpus_per_node=1, alpha=1.0,
-                         warning_s=2.0, replace_delay_s=1.0, dashboard=False)
+def lab_config(spot: int, learner: int = 1) -> SpotLabConfig:
+    """`learner` learner nodes and `spot` 1-CPU spot nodes; no preemption but the run's
+    own (α = 1), the spot lab's default warning and replacement delay, no dashboard."""
+    return SpotLabConfig(spot=spot, on_demand=0, learner=learner, cpus_per_node=1, alpha=1.0,
+                         dashboard=False)
 
 
-class Faults:
-    """Faults injected into a running RL workload as its output lines come: after each
-    iteration n with `interrupt_at(n)`, the spot node of the first env runner is preempted (a
-    notice, a drain, a kill, a replacement); after each n with `lose_learner_at(n)`, the
-    learner's node is lost (killed without notice, not replaced) — once every env runner is
-    back and restarted after the preemptions before it, so one fault is recovered from before
-    the next (a new learner builds new env runners, which would hide a pending restart)."""
-
-    def __init__(self, lab: SpotLab, interrupt_at: Callable[[int], bool],
-                 lose_learner_at: Callable[[int], bool]) -> None:
-        self.lab = lab
-        self.interrupt_at = interrupt_at
-        self.lose_learner_at = lose_learner_at
-        self.runners: list[str] = []
-        self.first_runners: list[str] = []
-        self.learner = ""
-        self.interrupted: list[str] = []
-        self.interrupted_ray_nodes: set[str] = set()
-        self.lost_learners: list[str] = []
-        self.seen: set[int] = set()
-        self.learner_loss_due = False
-
-    def feed(self, line: str) -> None:
-        if line.startswith(RUNNERS_LINE):
-            self.runners = [n for n in line.split(":", 1)[1].strip().split(", ") if n != "none"]
-            self.first_runners = self.first_runners or self.runners
-        if line.startswith(LEARNER_LINE):
-            self.learner = line.removeprefix(LEARNER_LINE).split(";")[0].strip()
-        if not line.startswith("iteration "):
-            return
-        iteration = int(line.split()[1].rstrip(":"))
-        if iteration in self.seen:  # again after a learner resume: no second fault
-            return
-        self.seen.add(iteration)
-        if self.runners and self.interrupt_at(iteration):
-            name = lab_node(self.lab, self.runners[0])
-            if name:
-                self.interrupted.append(name)
-                self.interrupted_ray_nodes.add(self.runners[0])
-                self.lab.interrupt(name)
-        self.learner_loss_due = self.learner_loss_due or self.lose_learner_at(iteration)
-        if self.learner and self.learner_loss_due and self._recovered(line):
-            self.learner_loss_due = False
-            name = lab_node(self.lab, self.learner)
-            if name and name not in self.lost_learners:
-                self.lost_learners.append(name)
-                self.lab.interrupt(name)
-
-
-    def _recovered(self, line: str) -> bool:
-        """The iteration line shows every env runner healthy, and none is on a node that was
-        preempted (each came back elsewhere: Ray may restart a runner between two of RLlib's
-        health probes, so the line's restart count is no evidence)."""
-        health = RUNNER_HEALTH.search(line)
-        if health is None:
-            return True
-        healthy, total, _ = (int(group) for group in health.groups())
-        return healthy == total and not self.interrupted_ray_nodes & set(self.runners)
-
-
-def drive(lab: SpotLab, args: list[str], out: Path, interrupt_at: Callable[[int], bool],
-          show: Callable[[str], None] = lambda line: None, timeout_s: float = 7200.0,
-          lose_learner_at: Callable[[int], bool] = lambda n: False) -> dict[str, Any]:
-    """Run the workload on `lab` (a driver process with the lab's environment) with `Faults`.
-    Returns the exit code, the output lines, the nodes interrupted, the learner nodes lost
-    and the runners first seen."""
-    faults = Faults(lab, interrupt_at, lose_learner_at)
+def drive(lab: SpotLab, args: list[str], out: Path, faults: LabFaults,
+          show: Callable[[str], None] = lambda line: None,
+          timeout_s: float = 7200.0) -> dict[str, Any]:
+    """Run the workload on `lab` (a driver process with the lab's environment), feeding its
+    lines to `faults`. Returns the exit code, the output lines and the faults injected."""
 
     def on_line(line: str) -> None:
         show(line)
@@ -117,66 +68,110 @@ def drive(lab: SpotLab, args: list[str], out: Path, interrupt_at: Callable[[int]
     code, lines = procs.follow([sys.executable, "-m", "workloads.rl", *args, "--out", str(out)],
                                on_line, timeout_s=timeout_s, name="the RL run",
                                env=lab.driver_env, cwd=REPO)
-    return {"returncode": code, "lines": lines,
-            "interrupted": faults.interrupted, "lost_learners": faults.lost_learners,
-            "first_runners": faults.first_runners}
+    return {"returncode": code, "lines": lines, "faults": faults.record()}
 
 
-def follow(log: Path, interrupt_at: set[int], lose_learner_at: set[int]) -> None:
-    """Faults for a run started elsewhere (`invoke run-rl ... | tee LOG`): wait for its lab
-    to come up, then follow the log until the run's results line."""
-    from spotlab.lab import running_lab
-
-    faults: Faults | None = None
-    position = 0
-    while True:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        lines, position = text[position:].splitlines(keepends=True), position
-        for line in lines:
-            if not line.endswith("\n"):
-                break
-            position += len(line)
-            line = line.strip()
-            if line.startswith("rc="):  # the run ended (its exit code, appended by the caller)
-                return
-            if faults is None and "is up: Ray at" in line:
-                lab_id = line.split("spot lab ", 1)[1].split(" ", 1)[0].rstrip(":")
-                faults = Faults(running_lab(lab_id), interrupt_at.__contains__,
-                                lose_learner_at.__contains__)
-                print(f"following lab {lab_id}", flush=True)
-            elif faults is not None:
-                faults.feed(line)
-                if line.startswith("results: "):
-                    print(f"preempted {faults.interrupted}, learners lost "
-                          f"{faults.lost_learners}", flush=True)
-                    return
-        time.sleep(0.5)
-
-
-def lab_node(lab: SpotLab, ray_node_id: str) -> str | None:
-    """The lab's name of the node whose Ray id is (or starts with) `ray_node_id`."""
-    for event in lab.events():
-        if event["event"] == "join" and str(event["ray_node_id"]).startswith(ray_node_id):
-            return str(event["node"])
-    return None
+def phases(events: list[dict[str, Any]], lab_events: list[dict[str, Any]],
+           injected: list[dict[str, Any]], run_end: float) -> list[dict[str, Any]]:
+    """Per preemption injected: its phases in seconds (see the module docstring) and the
+    runner-seconds of sampling it removed (kill to the runner's first fragment after)."""
+    measured = []
+    for fault in injected:
+        if fault["kind"] != "preempt":
+            continue
+        node = [e for e in lab_events if e["node"] == fault["node"]]
+        notice = next((e["t"] for e in node if e["event"] == "notice"), None)
+        kill = next((e["t"] for e in node if e["event"] == "kill"), None)
+        lost = next((e for e in events if e["event"] == "lost"
+                     and e.get("node") == fault["ray_node_id"]), None)
+        row: dict[str, Any] = {"node": fault["node"], "after_iteration": fault["after_iteration"]}
+        if notice is None or kill is None or lost is None:
+            measured.append(row)
+            continue
+        after = [e for e in events if e["runner"] == lost["runner"] and e["epoch"] > lost["epoch"]]
+        back = next((e for e in after if e["event"] == "back"), None)
+        sampling = next((e for e in after if e["event"] == "sampling"), None)
+        row |= {"drain": kill - notice, "detection": lost["epoch"] - kill}
+        if back is not None:
+            row["restart"] = back["epoch"] - lost["epoch"]
+        if sampling is not None:
+            row["restore"] = sampling["dispatched"] - back["epoch"] if back else None
+            row["warm-up"] = sampling["epoch"] - sampling["dispatched"]
+        row["capacity_removed_s"] = (sampling["epoch"] if sampling else run_end) - kill
+        measured.append(row)
+    return measured
 
 
-def outcome(out: Path) -> dict[str, Any]:
+def outcome(out: Path, lab: SpotLab, faults: dict[str, Any]) -> dict[str, Any]:
     storage = LocalStorage(out)
     summary = read_json(storage, "summary.json")
     rows = read_records(storage, "iterations")
-    reached = [row["env_steps"] for row in rows
-               if row["eval_episodes"] > 0 and row["eval_return"] >= TARGET_RETURN]
+    events = read_records(storage, "runner_events")
     curve = [(row["env_steps"], evaluation["return"]) for row in rows
              for evaluation in row["evaluations"]]
-    return {**summary, "target_reached_at": reached[0] if reached else None, "curve": curve}
+    run_end = summary["started_at"] + summary["wall_time_s"]
+    return {**summary, "curve": curve, "faults": faults,
+            "phases": phases(events, lab.events(), faults["injected"], run_end)}
+
+
+def one_run(label: str, spot: int, args: list[str], preempt_every: int,
+            folder: Path) -> dict[str, Any]:
+    print(f"[{label}] lab: learner + {spot} spot nodes; workload {' '.join(args)}", flush=True)
+    with spot_lab(lab_config(spot), progress=lambda line: None) as lab:
+        faults = LabFaults(preempt_every, None, lab=lab)
+        driven = drive(lab, args, folder / label, faults,
+                       show=lambda line: print(f"  [{label}] {line}", flush=True)
+                       if line.startswith(("iteration", "spot node", "final")) else None)
+        if driven["returncode"] != 0:
+            raise RuntimeError(f"{label}: the workload failed:\n"
+                               + "\n".join(driven["lines"][-30:]))
+        return {"label": label, **outcome(folder / label, lab, driven["faults"])}
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _number(value: Any, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    header_line = (f"{'run':<22} {'steps':>6} {'updates':>7} {'wall s':>7} {'update s':>8} "
+                   f"{'wait s':>6} {'other s':>7} {'final eval':>10} {'preempt':>7} "
+                   f"{'restarts':>8}")
+    lines = [header_line, "-" * len(header_line)]
+    for row in rows:
+        other = row["wall_time_s"] - row["learner_update_s"] - row["learner_wait_s"]
+        lines.append(
+            f"{row['label']:<22} {row['env_steps']:>6} {row['updates']:>7} "
+            f"{row['wall_time_s']:>7.1f} {row['learner_update_s']:>8.1f} "
+            f"{row['learner_wait_s']:>6.1f} {other:>7.1f} "
+            f"{_number(row['last_eval_return'], '.1f'):>10} {row['preemptions']:>7} "
+            f"{row['env_runner_restarts']:>8}")
+    return "\n".join(lines)
+
+
+def phase_table(measured: list[dict[str, Any]]) -> str:
+    header_line = (f"{'preemption':<24}" + "".join(f"{name:>11}" for name in PHASES)
+                   + f"{'removed s':>11}")
+    lines = [header_line, "-" * len(header_line)]
+    for row in measured:
+        lines.append(f"{row['node'] + ' after it ' + str(row['after_iteration']):<24}"
+                     + "".join(f"{_number(row.get(name), '.1f'):>11}" for name in PHASES)
+                     + f"{_number(row.get('capacity_removed_s'), '.1f'):>11}")
+    means = {name: _mean([row[name] for row in measured if row.get(name) is not None])
+             for name in (*PHASES, "capacity_removed_s")}
+    lines.append(f"{'mean':<24}" + "".join(f"{_number(means[name], '.1f'):>11}"
+                                           for name in (*PHASES, "capacity_removed_s")))
+    return "\n".join(lines)
 
 
 def curves_side_by_side(runs: list[dict[str, Any]], every: int) -> str:
     """Mean evaluation return per `every` env steps, one column per run."""
     width = max(22, *(len(run["label"]) + 2 for run in runs))
-    header = f"{'env steps':>11}" + "".join(f"{run['label']:>{width}}" for run in runs)
-    lines = [header, "-" * len(header)]
+    header_line = f"{'env steps':>11}" + "".join(f"{run['label']:>{width}}" for run in runs)
+    lines = [header_line, "-" * len(header_line)]
     last = max((steps for run in runs for steps, _ in run["curve"]), default=0)
     for start in range(0, last + 1, every):
         cells = []
@@ -188,87 +183,94 @@ def curves_side_by_side(runs: list[dict[str, Any]], every: int) -> str:
     return "\n".join(lines)
 
 
-def one_run(label: str, spot: int, args: list[str], interrupt_every: int | None,
-            folder: Path) -> dict[str, Any]:
-    print(f"[{label}] lab: learner + {spot} spot nodes; workload {' '.join(args)}", flush=True)
-    with spot_lab(lab_config(spot), progress=lambda line: None) as lab:
-        driven = drive(lab, args, folder / label,
-                       (lambda n: n % interrupt_every == 0) if interrupt_every else
-                       (lambda n: False),
-                       show=lambda line: print(f"  [{label}] {line}", flush=True)
-                       if line.startswith(("iteration", "checkpoint", "spot node")) else None)
-    if driven["returncode"] != 0:
-        raise RuntimeError(f"{label}: the workload failed:\n" + "\n".join(driven["lines"][-20:]))
-    return {"label": label, **outcome(folder / label)}
-
-
-def _number(row: dict[str, Any], key: str, form: str) -> str:
-    return "-" if row.get(key) is None else format(row[key], form)
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    header = (f"{'run':<22} {'steps':>6} {'wall s':>7} {'steps/s':>7} {'best':>8} {'last':>8} "
-              f"{'≥-300 at':>8} {'preempt':>7} {'replaced':>8}")
-    lines = [header, "-" * len(header)]
-    for row in rows:
-        lines.append(
-            f"{row['label']:<22} {row['env_steps']:>6} {row['wall_time_s']:>7.0f} "
-            f"{row['env_steps_per_s']:>7.1f} {_number(row, 'best_eval_return', '.1f'):>8} "
-            f"{_number(row, 'last_eval_return', '.1f'):>8} "
-            f"{_number(row, 'target_reached_at', 'd'):>8} "
-            f"{row['preemptions']:>7} {row.get('env_runners_replaced', '-'):>8}")
-    return "\n".join(lines)
+def compare(without: dict[str, Any], with_: dict[str, Any], runners: int) -> dict[str, Any]:
+    """The ratio, the bound and the extra time's split between the two runs."""
+    removed = sum(row.get("capacity_removed_s") or 0.0 for row in with_["phases"])
+    base = without["wall_time_s"]
+    split = {key: with_[key] - without[key]
+             for key in ("wall_time_s", "learner_update_s", "learner_wait_s")}
+    split["other_s"] = split["wall_time_s"] - split["learner_update_s"] - split["learner_wait_s"]
+    return {"ratio": with_["wall_time_s"] / base,
+            "bound": 1.0 + removed / (runners * base),
+            "capacity_removed_runner_s": removed,
+            "extra_s": split}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.rl_scaling",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=6000, help="env steps of the learning runs")
-    parser.add_argument("--runners", type=int, default=2, help="env runners of the learning runs")
-    parser.add_argument("--interrupt-every", type=int, default=8,
-                        help="iterations between preemptions in the preempted run")
-    parser.add_argument("--eval-every", type=int, default=4,
-                        help="episodes per env runner between evaluations in the learning runs")
-    parser.add_argument("--scaling", default="1,2,4", help="env runner counts to time ('' skips)")
-    parser.add_argument("--scaling-steps", type=int, default=1500)
-    parser.add_argument("--curve-every", type=int, default=1000,
+                                     description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=RlOptions().steps,
+                        help="env steps of each run (default: the workload's)")
+    parser.add_argument("--runners", type=int, default=2, help="env runners of each run")
+    parser.add_argument("--steps-per-iteration", type=int, default=ITERATION_STEPS,
+                        help="env steps of an iteration (default: 200, as the preemption "
+                        "rate was first measured)")
+    parser.add_argument("--preempt-every", type=int, default=8,
+                        help="iterations between preemptions in the preempted runs")
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="pairs of runs, in the order without, with, with, without, ...")
+    parser.add_argument("--curve-every", type=int, default=500,
                         help="env steps per line of the return curves")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, help="also write every row to this file")
-    parser.add_argument("--follow", type=Path, metavar="LOG",
-                        help="instead: inject faults into the run whose output goes to LOG "
-                        "(`invoke run-rl ... | tee LOG`), after the iterations given below")
-    parser.add_argument("--preempt-at", default="", help="with --follow: iterations, e.g. 6,14")
-    parser.add_argument("--lose-learner-at", default="", help="with --follow: iterations")
+    parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args(argv)
-    if args.follow:
-        follow(args.follow, _iterations(args.preempt_at), _iterations(args.lose_learner_at))
-        return 0
-    common = ["--seed", str(args.seed)]  # the workload's defaults otherwise, as run-rl
-    rows = []
+    load_before = [round(value, 2) for value in os.getloadavg()]
+    workload = ["--seed", str(args.seed), "--steps", str(args.steps), "--env-runners",
+                str(args.runners), "--steps-per-iteration", str(args.steps_per_iteration)]
+    spot = args.runners + 1  # both labs alike: a spare spot node takes a preempted runner
+    preempted = f"preempt every {args.preempt_every} it"
+    order = [side for pair in range(args.pairs)
+             for side in (("without", "with") if pair % 2 == 0 else ("with", "without"))]
+    runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+    done = []  # in the order they ran
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as temp:
-        folder = Path(temp)
-        learning = [*common, "--steps", str(args.steps), "--env-runners", str(args.runners),
-                    "--eval-every", str(args.eval_every)]
-        rows.append(one_run("no preemptions", args.runners, learning, None, folder))
-        rows.append(one_run(f"preempt every {args.interrupt_every} it", args.runners + 1,
-                            learning, args.interrupt_every, folder))
-        for runners in [int(n) for n in args.scaling.split(",") if n.strip()]:
-            scaling = [*common, "--steps", str(args.scaling_steps), "--env-runners",
-                       str(runners), "--eval-every", "1000", "--checkpoint-every", "1000"]
-            rows.append(one_run(f"{runners} env runners", runners, scaling, None, folder))
-    print(f"\nSAC on Pendulum-v1, seed {args.seed} (target: evaluation return ≥ "
-          f"{TARGET_RETURN:g})")
-    print(table(rows))
+        for number, side in enumerate(order, start=1):
+            label = f"{'no preemptions' if side == 'without' else preempted} #{number}"
+            every = args.preempt_every if side == "with" else 0
+            done.append(one_run(label, spot, workload, every, Path(temp)))
+            runs[side].append(done[-1])
+    compared = compare(total(runs["without"]), total(runs["with"]), args.runners)
+    pairs = [with_["wall_time_s"] / without["wall_time_s"]
+             for without, with_ in zip(runs["without"], runs["with"], strict=True)]
+    targets = [Target("wall time with / without preemptions", compared["ratio"],
+                      TARGET_RATIO),
+               Target("preemptions in the preempted runs",
+                      sum(run["preemptions"] for run in runs["with"]), 1, at_most=False)]
+    made = {**machine(), "load_average_before": load_before}
+    print(f"\n{header(made)}; load average before: "
+          f"{' / '.join(f'{v:g}' for v in load_before)}")
+    print(f"SAC on Pendulum-v1, seed {args.seed}, {args.runners} env runners, "
+          f"{args.steps} env steps, {args.steps_per_iteration} per iteration")
+    print(table(done))
+    print(f"\nwall time ratio {compared['ratio']:.3f} (of the sums; per pair "
+          f"{', '.join(f'{ratio:.3f}' for ratio in pairs)}); bound {compared['bound']:.3f} "
+          f"({compared['capacity_removed_runner_s']:.1f} runner-seconds of sampling removed "
+          f"by {targets[1].measured:g} preemptions)")
+    extra = compared["extra_s"]
+    print(f"extra wall time {extra['wall_time_s']:+.1f} s: learner updating "
+          f"{extra['learner_update_s']:+.1f} s, waiting for samples "
+          f"{extra['learner_wait_s']:+.1f} s, other {extra['other_s']:+.1f} s")
+    print("\nPer preemption (seconds):")
+    print(phase_table([row for run in runs["with"] for row in run["phases"]]))
     print(f"\nMean evaluation return per {args.curve_every} env steps, same seed:")
-    print(curves_side_by_side(rows[:2], args.curve_every))
+    print(curves_side_by_side([runs["without"][0], runs["with"][0]], args.curve_every))
+    print()
+    print(targets_text(targets))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
-    return 0
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "made": made, "runs": runs, "compared": compared, "pair_ratios": pairs,
+            "targets": [{"name": t.name, "measured": t.measured, "limit": t.limit,
+                         "at_most": t.at_most, "met": t.met} for t in targets],
+        }, indent=2) + "\n")
+    return exit_code(targets)
 
 
-def _iterations(text: str) -> set[int]:
-    return {int(n) for n in text.split(",") if n.strip()}
+def total(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sums of the runs' seconds, and all their preemptions' phases."""
+    keys = ("wall_time_s", "learner_update_s", "learner_wait_s")
+    return {**{key: sum(run[key] for run in runs) for key in keys},
+            "phases": [row for run in runs for row in run["phases"]]}
 
 
 if __name__ == "__main__":

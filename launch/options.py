@@ -4,12 +4,13 @@ task's flags from these specs and the workload's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
-from spotlab.options import lab_spec
+from spotlab.options import SpotLabOptions, lab_spec
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
 BW_HELP = (
@@ -115,6 +116,37 @@ BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
 # its time restarting (measured; README, "Elastic training on spot").
 ELASTIC_LAB_REFRESH_S = 0.5
 ELASTIC_LAB_SPEC = lab_spec("ElasticLabOptions", refresh=ELASTIC_LAB_REFRESH_S)
+
+
+def _lab_default(name: str, value: Any) -> Any:
+    """A spot lab option with another default (same flag, help and rules)."""
+    [spec_field] = [item for item in fields(SpotLabOptions) if item.name == name]
+    return field(default=value, metadata=spec_field.metadata)
+
+
+RL_PREEMPT_EVERY = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class RlLabOptions(SpotLabOptions):
+    """`run-rl`'s local lab: a learner node, no on-demand node, two spot nodes for the env
+    runners and a third to take a preempted runner at once; the lab's market preempts
+    nothing by itself (α = 1): the run's own schedule does, so a short run shows it."""
+
+    on_demand: int = _lab_default("on_demand", 0)
+    learner: int = _lab_default("learner", 1)
+    alpha: float = _lab_default("alpha", 1.0)
+    preempt_every: int = option(
+        RL_PREEMPT_EVERY, "local lab: after every N-th training iteration, preempt the spot "
+        "node of an env runner (a notice, a drain, a kill, a replacement node); 0: only the "
+        "lab's own market (--alpha, --trace) preempts", minimum=0)
+    lose_learner_at: int | None = option(
+        None, "local lab: after this training iteration (once the env runners are all in "
+        "service), the learner's node fails: killed without notice, not replaced (give "
+        "--learner 2 for a node to resume on)", minimum=1)
+
+
+RL_LAB_SPEC = OptionSpec(RlLabOptions)
 
 
 # --- the flags of the tasks that run no workload ---------------------------------------------

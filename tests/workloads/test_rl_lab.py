@@ -1,9 +1,9 @@
 """The RL workload on a real spot lab (two learner nodes and two 1-CPU spot nodes, one env
-runner), in one run: the spot node running the env runner is preempted mid-run (a notice, a
-drain, a kill) and the runner is restarted on the spot node that is left; later the learner's
-node is lost (killed without notice) and a new learner on the other learner node resumes from
-the last checkpoint; training goes on to the end, and the checkpoints and rewards it wrote
-read back without unpickling anything."""
+runner), in one run: the learner's node is lost (killed without notice) once the first
+checkpoint is written, and a new learner on the other learner node resumes from it with the
+same env runner; later the spot node running the env runner is preempted (a notice, a drain,
+a kill) and the runner is restarted on the spot node that is left; training goes on to the
+end, and the checkpoints and rewards it wrote read back without unpickling anything."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from benchmarks.rl_scaling import drive
+from launch.rl import LabFaults
 from spotlab import SpotLabConfig, spot_lab
 from spotlab.state import STATE_DIR_ENV
 from workloads.common.results import read_json, read_records
@@ -38,52 +39,60 @@ ARGS = ["--steps", str(STEPS), "--env-runners", str(RUNNERS), "--steps-per-itera
         "--batch-size", "32", "--updates-per-step", "0.1", "--hidden", str(HIDDEN),
         "--eval-every", str(EVAL_EVERY),
         "--eval-episodes", "1", "--checkpoint-every", str(CHECKPOINT_EVERY), "--seed", str(SEED)]
-INTERRUPT_AFTER, LOSE_LEARNER_AFTER = 1, CHECKPOINT_EVERY + 1
-"""The runner's node preempted as soon as the runner is placed; the learner's node lost once
-the first checkpoint is written and the runner is back (a few iterations on: it samples
-through the warning, then waits for its restart), leaving a new learner iterations to run."""
+LOSE_LEARNER_AT, PREEMPT_EVERY = CHECKPOINT_EVERY + 1, 2 * CHECKPOINT_EVERY
+"""The learner's node lost after the first iteration past the first checkpoint; the runner's
+node preempted after the iteration twice that (run again by the new learner), leaving
+iterations to run after each."""
 RUN_TIMEOUT_S = 600.0
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One run on its own lab; the spot node of the first env runner interrupted after the
-    first iteration, the learner's node lost at the first iteration from the fourth on at
-    which the env runner is back (checkpoints every third)."""
+    """One run on its own lab with the faults above."""
     out = tmp_path_factory.mktemp("rl") / "run"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
         with spot_lab(LAB) as lab:
-            driven = drive(lab, ARGS, out, lambda n: n == INTERRUPT_AFTER,
-                           timeout_s=RUN_TIMEOUT_S,
-                           lose_learner_at=lambda n: n == LOSE_LEARNER_AFTER)
+            faults = LabFaults(PREEMPT_EVERY, LOSE_LEARNER_AT, lab=lab)
+            driven = drive(lab, ARGS, out, faults, timeout_s=RUN_TIMEOUT_S)
+            injected = driven["faults"]["injected"]
             yield {**driven, "out": out, "events": lab.events(),
-                   "interrupted": driven["interrupted"][0] if driven["interrupted"] else None}
+                   "interrupted": [f["node"] for f in injected if f["kind"] == "preempt"],
+                   "preempted_ray": [f["ray_node_id"] for f in injected
+                                     if f["kind"] == "preempt"],
+                   "lost_learners": [f["node"] for f in injected
+                                     if f["kind"] == "lose-learner"]}
 
 
 def test_training_goes_on_through_a_spot_preemption(run: dict[str, Any]) -> None:
     assert run["returncode"] == 0, "\n".join(run["lines"][-40:])
-    assert run["interrupted"] is not None
-    kinds = [e["event"] for e in run["events"] if e["node"] == run["interrupted"]]
+    [interrupted] = run["interrupted"]
+    kinds = [e["event"] for e in run["events"] if e["node"] == interrupted]
     assert "notice" in kinds and "kill" in kinds
     storage = LocalStorage(run["out"])
     summary = read_json(storage, "summary.json")
     assert summary["env_steps"] >= STEPS
     assert summary["preemptions"] >= 1
-    assert summary["env_runners_replaced"] >= 1
+    assert summary["env_runners_replaced"] == 1
     assert summary["learner_resumes"] == 1
     rows = read_records(storage, "iterations")
     assert rows[-1]["env_steps"] == summary["env_steps"]
     # after the restart the runner samples again, on the node it was not on
     assert rows[-1]["healthy_runners"] == RUNNERS
-    assert set(rows[-1]["runner_nodes"]) != set(run["first_runners"])
+    assert rows[-1]["runner_nodes"] != run["preempted_ray"]
     preemption = read_records(storage, "preemptions")[0]
-    assert preemption["node_id"] == run["first_runners"][0]
+    assert preemption["node_id"] == run["preempted_ray"][0]
     assert any(row["iteration"] > preemption["iteration"] for row in rows)
+    # the learner saw the runner lost, back (restarted by Ray) and sampling again, in order
+    events = read_records(storage, "runner_events")
+    assert [e["event"] for e in events] == ["lost", "back", "sampling"]
+    lost, back, sampling = events
+    assert lost["node"] == run["preempted_ray"][0] != back["node"] == sampling["node"]
+    assert lost["epoch"] <= back["epoch"] <= sampling["dispatched"] <= sampling["epoch"]
     assert 0 < summary["cost"] < summary["all_on_demand_cost"]
 
 
-def test_a_lost_learner_resumes_from_its_last_checkpoint_on_a_new_node(
+def test_a_lost_learner_resumes_from_its_last_checkpoint_with_the_same_runners(
         run: dict[str, Any]) -> None:
     lost = run["lost_learners"]
     assert len(lost) == 1, "\n".join(run["lines"][-60:])
@@ -96,9 +105,15 @@ def test_a_lost_learner_resumes_from_its_last_checkpoint_on_a_new_node(
     rows = read_records(storage, "iterations")
     resumed = [i for i, row in enumerate(rows) if row["learner_resumes"] == 1]
     before, after = rows[resumed[0] - 1], rows[resumed[0]]
-    # the new learner goes on from the checkpoint's iteration and env steps (those sampled
-    # since are lost), not from zero
-    checkpoint = (before["iteration"] // CHECKPOINT_EVERY) * CHECKPOINT_EVERY
+    # the new learner samples with the runner it found: on the same node, not restarted
+    assert after["runner_nodes"] == before["runner_nodes"]
+    assert after["runner_restarts"] == before["runner_restarts"]
+    # it goes on from the newest checkpoint's iteration and env steps (those sampled since
+    # are lost), not from zero
+    [resumed_from] = [line.split("resuming from ")[1].split(" ")[0] for line in run["lines"]
+                      if line.startswith("learner lost")]
+    checkpoint = int(resumed_from.rsplit("_", 1)[1])
+    assert CHECKPOINT_EVERY <= checkpoint <= before["iteration"]
     at_checkpoint = rows[checkpoint - 1]["env_steps"]
     assert after["iteration"] == checkpoint + 1
     assert at_checkpoint < after["env_steps"] <= at_checkpoint + 2 * PER_ITERATION

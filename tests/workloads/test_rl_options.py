@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from launch.options import RL_LAB_SPEC, TARGET_SPEC
 from spotlab.options import LAB_SPEC
 from workloads.common.options import OptionError
 from workloads.rl.__main__ import main
-from workloads.rl.algorithm import placement, sac_config
+from workloads.rl.algorithm import placement, sac_config, trainer_options
 from workloads.rl.envs import check_env
 from workloads.rl.options import RL_SPEC, RlOptions
+from workloads.rl.runners import runner_actor_options
 
 
 @pytest.mark.parametrize("argv, flag, words", [
@@ -51,11 +53,11 @@ def test_flags_do_not_collide_with_the_lab_or_the_target() -> None:
 def test_runners_go_to_spot_nodes_and_the_learner_to_its_pool() -> None:
     options = RlOptions(env_runners=3, hidden=32, learning_rate=1e-3, eval_every=5)
     config = sac_config(options)
-    assert config.num_env_runners == 3
-    assert config.custom_resources_per_env_runner == {"spot": 1.0}
-    assert config.num_cpus_per_env_runner == 1
-    assert config.restart_failed_env_runners is True
-    assert config.env_runner_health_probe_timeout_s == options.probe_timeout_s
+    # the Algorithm has no runners of its own: the driver starts them from this config
+    assert config.num_env_runners == 0
+    assert runner_actor_options(placement(options.runner_on)) == {
+        "num_cpus": 1, "resources": {"spot": 1.0}, "max_restarts": -1, "max_task_retries": 0}
+    assert trainer_options(options)["resources"] == {"learner": 1.0}
     assert not config.evaluation_interval  # the runners evaluate (workloads/rl/evaluation.py)
     assert config.callbacks_class.__name__ == "PeriodicEvaluation"
     assert config.model_config["fcnet_hiddens"] == [32, 32]  # the RLModule's networks
@@ -63,3 +65,28 @@ def test_runners_go_to_spot_nodes_and_the_learner_to_its_pool() -> None:
     assert placement("learner") == {"learner": 1.0}
     assert placement("on-demand") == {"on_demand": 1.0}
     assert placement("anywhere") == {}
+
+
+def test_the_paper_preset_gives_the_seeds_settings_and_flags_beside_it_win() -> None:
+    paper = RL_SPEC.parse(["--preset", "paper"])
+    assert (paper.hidden, paper.learning_rate, paper.tau, paper.batch_size) == (
+        256, 5e-4, 0.01, 128)
+    assert (paper.updates_per_step, paper.eval_every, paper.eval_episodes) == (0.125, 24, 2)
+    assert paper.steps > RlOptions().steps
+    shorter = RL_SPEC.parse(["--preset", "paper", "--steps", "3000"])
+    assert shorter.steps == 3000 and shorter.hidden == 256
+    # the workload's command line gives the same options back, and they record the preset
+    assert RL_SPEC.parse(RL_SPEC.argv(shorter)) == shorter
+    assert shorter.parameters()["preset"] == "paper"
+    with pytest.raises(OptionError, match="^--preset: expected one of paper"):
+        RL_SPEC.parse(["--preset", "huge"])
+
+
+def test_the_run_tasks_lab_preempts_by_schedule_and_its_flags_are_its_own() -> None:
+    lab = RL_LAB_SPEC.default()
+    assert (lab.alpha, lab.on_demand, lab.learner, lab.preempt_every) == (1.0, 0, 1, 8)
+    assert lab.spot >= RlOptions().env_runners + 1  # a spare spot node takes a runner at once
+    flags = [{o.dest for o in spec.user_options} for spec in (RL_SPEC, RL_LAB_SPEC, TARGET_SPEC)]
+    assert not (flags[0] & flags[1]) and not (flags[0] & flags[2]) and not (flags[1] & flags[2])
+    with pytest.raises(OptionError, match="^--preempt-every: expected an integer ≥ 0"):
+        RL_LAB_SPEC.from_text({"preempt_every": "-1"})

@@ -1,16 +1,17 @@
-"""The driver of an RL run: start the Trainer on the learner's node, iterate until the env
-steps are done, evaluate, checkpoint, follow the spot nodes, and write the results folder.
+"""The driver of an RL run: start the env runners on spot nodes and the Trainer on the
+learner's node, iterate until the env steps are done, evaluate, checkpoint, follow the spot
+nodes, and write the results folder.
 
 Everything the run writes goes to its storage (a local folder or an S3 prefix): checkpoints
 as they are made (`checkpoints/iter_<n>/`, `checkpoints/best_<return>_<iter>/`), one line per
 evaluation appended to `rewards.jsonl`, and at the end summary.json, provenance.json and
 records/. If the Trainer (the learner's node) is lost, a new Trainer resumes from the last
-checkpoint, read back from the storage without unpickling anything.
+checkpoint, read back from the storage without unpickling anything, with the same env
+runners (the driver owns them).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from workloads.common.provenance import package_version, provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.spot_market.billing import Meter
 from workloads.common.storage import LocalStorage, Storage, open_storage
-from workloads.rl.algorithm import RemoteTrainer, trainer_options
+from workloads.rl.algorithm import RemoteTrainer, placement, sac_config, trainer_options
 from workloads.rl.checkpoint import (
     best_name,
     iteration_name,
@@ -35,24 +36,21 @@ from workloads.rl.checkpoint import (
     write_checkpoint,
 )
 from workloads.rl.options import RlOptions
+from workloads.rl.runners import start_runners
 
 REWARDS_FILE = "rewards.jsonl"
-START_ATTEMPTS = 3
 
 
-def runners_replaced(placements: list[list[str]], lost_nodes: set[str]) -> int:
-    """How many env runners came back on another node after their node was lost, from the
-    runners' nodes at each change (a list per change, one node per healthy runner). Ray
-    restarts such a runner itself, often between two of RLlib's health probes, so RLlib's
-    own restart count can miss it; the move to another node does not."""
+def runners_replaced(events: list[dict[str, Any]]) -> int:
+    """How many env runners came back on another node than the one they were lost on, from
+    the learner's runner events (`lost`, then `back` with the node it came back on)."""
+    lost_on: dict[int, str | None] = {}
     replaced = 0
-    for before, after in itertools.pairwise(placements):
-        left = list(after)
-        for node in before:
-            if node in left:
-                left.remove(node)
-            elif node in lost_nodes:
-                replaced += 1
+    for event in events:
+        if event["event"] == "lost":
+            lost_on[event["runner"]] = event.get("node")
+        elif event["event"] == "back" and event["runner"] in lost_on:
+            replaced += event.get("node") != lost_on.pop(event["runner"])
     return replaced
 
 
@@ -124,10 +122,11 @@ class Progress:
     episodes: int = 0
     best_return: float | None = None
     last_return: float | None = None
+    updates: int = 0
     runner_restarts: int = 0
     learner_resumes: int = 0
     samples_lost: int = 0
-    checkpoint: str | None = None  # the latest iteration checkpoint
+    checkpoint: str | None = None  # the newest checkpoint (iter_<n> or best_<return>_<n>)
     checkpoints: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)  # files written while running
 
@@ -142,29 +141,29 @@ class RlRun:
         self.nodes = Nodes(options.on_demand_price, options.spot_price)
         self.iterations: list[dict[str, Any]] = []
         self.preemptions: list[dict[str, Any]] = []
+        self.runner_events: list[dict[str, Any]] = []
         self.started = time.time()
         self.runner_nodes: list[str] = []
-        self.runner_placements: list[list[str]] = []
+        self.runners: list[Any] = []
+        self.learner_s = {"update_s": 0.0, "wait_s": 0.0}
         # a Trainer's own counters start at 0: these are where the current one started
-        self.base = {"iteration": 0, "env_steps": 0, "episodes": 0, "runner_restarts": 0}
+        self.base = {"iteration": 0, "env_steps": 0, "episodes": 0, "runner_restarts": 0,
+                     "updates": 0}
+
+    def start_runners(self) -> None:
+        """The env runners, owned by this driver: a lost learner does not take them along."""
+        options = self.options
+        resources = placement(options.runner_on)
+        self.say(f"starting {options.env_runners} env runners: 1 CPU each, resources "
+                 f"{resources or 'none'} (each waits for such a node)")
+        self.runners = start_runners(sac_config(options), options.env_runners, resources)
 
     def start_trainer(self, state: bytes | None = None) -> Any:
         placed = trainer_options(self.options)
-        for attempt in range(1, START_ATTEMPTS + 1):
-            self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
-                     f"resources {placed['resources'] or 'none'} (it waits for such a node)")
-            trainer = start_actor(RemoteTrainer, self.options, state, options=placed)
-            try:
-                node = str(ray.get(trainer.node_id.remote()))
-                break
-            except RayActorError as error:
-                # RLlib cannot build an Algorithm while none of its env runners is up (their
-                # spot nodes preempted as they start): try again, on the nodes there are now
-                if attempt == START_ATTEMPTS:
-                    raise
-                self.say(f"the learner did not start ({type(error).__name__}: "
-                         f"{str(error).splitlines()[-1][:200]}); attempt {attempt + 1} of "
-                         f"{START_ATTEMPTS}")
+        self.say(f"starting the learner (Trainer): 1 CPU, {placed['num_gpus']:g} GPU, "
+                 f"resources {placed['resources'] or 'none'} (it waits for such a node)")
+        trainer = start_actor(RemoteTrainer, self.options, self.runners, state, options=placed)
+        node = str(ray.get(trainer.node_id.remote()))
         self.say(f"learner (Trainer) on node {node[:12]}; {self.options.env_runners} env "
                  f"runners on {self.options.runner_on} nodes")
         return trainer
@@ -174,11 +173,18 @@ class RlRun:
         self.say(f"SAC on {options.env}: {options.steps} env steps, "
                  f"{options.env_runners} env runners, seed {options.seed}")
         self.nodes.poll(time.time())
+        self.start_runners()
         trainer = self.start_trainer()
         try:
             while self.progress.env_steps < options.steps:
                 try:
                     row = ray.get(trainer.iterate.remote())
+                    self.take_events(row)
+                    if row.get("waiting"):
+                        self.say(f"waiting for env runners: {row['healthy_runners']}/"
+                                 f"{row['runners']} in service, no fragment for a while "
+                                 f"(their nodes are being replaced?)")
+                        continue
                     self.record(row)
                     self.after_iteration(trainer, row)
                 except RayActorError as error:  # the learner's node is gone
@@ -194,48 +200,62 @@ class RlRun:
             except Exception:  # a lost Trainer has nothing left to stop  # noqa: BLE001
                 pass
             ray.kill(trainer)
+            for runner in self.runners:
+                ray.kill(runner)
         return self.finish()
 
     def resume(self, error: RayActorError) -> Any:
-        """The learner's node was lost: a new Trainer from the last checkpoint."""
+        """The learner's node was lost: a new Trainer from the newest checkpoint (from zero
+        when there is none yet), sampling with the same env runners: only the learner and
+        its replay buffer are built again."""
         progress = self.progress
         if progress.checkpoint is None:
-            raise RuntimeError(f"the learner was lost before its first checkpoint: {error}")
-        checkpoint = read_checkpoint(self.storage, progress.checkpoint)
-        meta = checkpoint.meta
+            state, meta = None, {"iteration": 0, "env_steps": 0, "episodes": 0, "updates": 0}
+        else:
+            checkpoint = read_checkpoint(self.storage, progress.checkpoint)
+            state, meta = pack_state(checkpoint.state), checkpoint.meta
+        lost = progress.env_steps - int(meta["env_steps"])
         progress.learner_resumes += 1
-        progress.samples_lost += progress.env_steps - int(meta["env_steps"])
+        progress.samples_lost += lost
         self.say(f"learner lost ({type(error).__name__}); resuming from "
-                 f"{progress.checkpoint} ({progress.env_steps - int(meta['env_steps'])} "
-                 f"env steps lost)")
+                 f"{progress.checkpoint or 'the start (no checkpoint yet)'} ({lost} env steps "
+                 f"lost)")
         self.base = {"iteration": int(meta["iteration"]), "env_steps": int(meta["env_steps"]),
                      "episodes": int(meta["episodes"]),
-                     "runner_restarts": progress.runner_restarts}
+                     "runner_restarts": progress.runner_restarts,
+                     "updates": int(meta.get("updates", 0))}
         progress.iteration = self.base["iteration"]
         progress.env_steps = self.base["env_steps"]
-        return self.start_trainer(pack_state(checkpoint.state))
+        return self.start_trainer(state)
+
+    def take_events(self, row: dict[str, Any]) -> None:
+        for event in row.pop("runner_events", []):
+            self.runner_events.append({**event, "epoch": event["t"],
+                                       "t": event["t"] - self.started,
+                                       "iteration": self.progress.iteration})
 
     def record(self, row: dict[str, Any]) -> None:
         progress = self.progress
         progress.iteration = self.base["iteration"] + row["iteration"]
         progress.env_steps = self.base["env_steps"] + row["env_steps"]
         progress.episodes = self.base["episodes"] + row["episodes"]
+        progress.updates = self.base["updates"] + row["updates"]
         progress.runner_restarts = self.base["runner_restarts"] + row["runner_restarts"]
+        for key in self.learner_s:
+            self.learner_s[key] += row[key]
         now = time.time() - self.started
         for node in self.nodes.poll(time.time()):
-            self.preemptions.append({"t": now, "iteration": progress.iteration,
-                                     "env_steps": progress.env_steps,
-                                     "cost": self.nodes.meter.cost, "node_id": node})
+            self.preemptions.append(self.preemption(node, now))
             self.say(f"spot node {node[:12]} lost; training goes on with "
                      f"{row['healthy_runners']}/{row['runners']} env runners")
         self.iterations.append({
             **row, "t": now, "iteration": progress.iteration, "env_steps": progress.env_steps,
-            "episodes": progress.episodes, "runner_restarts": progress.runner_restarts,
+            "episodes": progress.episodes, "updates": progress.updates,
+            "runner_restarts": progress.runner_restarts,
             "learner_resumes": progress.learner_resumes, "cost": self.nodes.meter.cost,
         })
         if row["runner_nodes"] != self.runner_nodes:
             self.runner_nodes = row["runner_nodes"]
-            self.runner_placements.append(self.runner_nodes)
             self.say(f"env runners on nodes: {', '.join(self.runner_nodes) or 'none'}")
         evaluated = row["eval_return"] is not None and row["eval_episodes"] > 0
         self.say(
@@ -243,8 +263,21 @@ class RlRun:
             f"steps, train return {_text(row['train_return'])}"
             + (f", evaluation {row['eval_return']:.1f}" if evaluated else "")
             + f", env runners {row['healthy_runners']}/{row['runners']}, restarts "
-            f"{progress.runner_restarts}"
+            f"{progress.runner_restarts}, {row['iteration_s']:.1f} s"
         )
+
+    def preemption(self, node: str, now: float) -> dict[str, Any]:
+        """The record of a spot node found lost at `now`: dated by the first sign of it, the
+        learner losing a runner there, when that came earlier (with the env steps and cost
+        of the last iteration before it)."""
+        lost = [event["t"] for event in self.runner_events
+                if event["event"] == "lost" and event.get("node") == node]
+        at = min([now, *lost])
+        before = [row for row in self.iterations if row["t"] <= at]
+        return {"t": at, "detected_t": now, "epoch": self.started + at,
+                "iteration": self.progress.iteration,
+                "env_steps": before[-1]["env_steps"] if before else 0,
+                "cost": before[-1]["cost"] if before else 0.0, "node_id": node}
 
     def after_iteration(self, trainer: Any, row: dict[str, Any]) -> None:
         progress = self.progress
@@ -253,7 +286,6 @@ class RlRun:
         if progress.iteration % self.options.checkpoint_every == 0:
             name = iteration_name(progress.iteration)
             self.save(trainer, name, meta)
-            progress.checkpoint = name
 
     def evaluated(self, trainer: Any, evaluations: list[dict[str, Any]],
                   meta: dict[str, Any], final: bool = False) -> None:
@@ -283,19 +315,22 @@ class RlRun:
     def meta(self) -> dict[str, Any]:
         progress = self.progress
         return {"iteration": progress.iteration, "env_steps": progress.env_steps,
-                "episodes": progress.episodes, "env": self.options.env,
+                "episodes": progress.episodes, "updates": progress.updates,
+                "env": self.options.env,
                 "options": self.options.parameters()}
 
     def save(self, trainer: Any, name: str, meta: dict[str, Any]) -> None:
         state: bytes = ray.get(trainer.state.remote())
         self.progress.written += write_checkpoint(self.storage, name, state, meta)
         self.progress.checkpoints.append(name)
+        self.progress.checkpoint = name  # the newest: a new learner resumes from it
         self.say(f"checkpoint {name}")
 
     def finish(self) -> Storage:
         options, progress = self.options, self.progress
         self.writer.add_records("iterations", self.iterations)
         self.writer.add_records("preemptions", self.preemptions)
+        self.writer.add_records("runner_events", self.runner_events)
         if options.results_to_log:  # no bucket: what was written comes back in the log too
             present = set(self.storage.names())
             for name in [*progress.written, REWARDS_FILE]:
@@ -308,15 +343,18 @@ class RlRun:
             "env_steps": progress.env_steps,
             "iterations": progress.iteration,
             "episodes": progress.episodes,
+            "started_at": self.started,
             "wall_time_s": wall,
             "env_steps_per_s": progress.env_steps / wall if wall > 0 else None,
             "best_eval_return": progress.best_return,
             "last_eval_return": progress.last_return,
             "env_runners": options.env_runners,
             "preemptions": len(self.preemptions),
+            "updates": progress.updates,
             "env_runner_restarts": progress.runner_restarts,
-            "env_runners_replaced": runners_replaced(self.runner_placements,
-                                                     set(self.nodes.lost)),
+            "env_runners_replaced": runners_replaced(self.runner_events),
+            "learner_update_s": self.learner_s["update_s"],
+            "learner_wait_s": self.learner_s["wait_s"],
             "learner_resumes": progress.learner_resumes,
             "samples_lost": progress.samples_lost,
             "checkpoints": sorted(set(progress.checkpoints)),
