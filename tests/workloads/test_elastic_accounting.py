@@ -147,8 +147,10 @@ def test_the_schedule_fires_each_point_on_a_new_group() -> None:
     with pytest.raises(ScheduleError, match="'soon'"):
         parse_schedule("5s,soon")
     schedule = Schedule(parse_schedule("100,start,5s"))
-    group0 = GroupView(0, ["od", "s1", "s2"], first_step_t=10.0)
+    group0 = GroupView(0, ["od", "s1", "s2"], first_step_t=10.0, steps_done=99)
     assert not schedule.due(group0, 99, now=20.0)
+    assert not schedule.due(GroupView(1, ["od"], None), 120, now=21.0)  # not this group's
+    group0 = GroupView(0, ["od", "s1", "s2"], first_step_t=10.0, steps_done=100)
     assert schedule.due(group0, 100, now=21.0)
     node = spot_node_to_interrupt(group0, {"s1", "s2"}, [])
     assert node == "s2"  # rank 0's node last

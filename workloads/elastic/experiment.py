@@ -161,7 +161,8 @@ class Watch:
         if group is None:
             return
         view = GroupView(group["group"], group["nodes"], progress["group_first_step_t"],
-                         progress["group_last_step_t"], progress["group_holding"])
+                         progress["group_last_step_t"], progress["group_holding"],
+                         progress["group_steps_done"])
         now = time.time()
         if not self.schedule.due(view, progress["steps_done"], now):
             return

@@ -148,7 +148,8 @@ class Ledger:
         attempts = self.rows["attempts"]
         groups = self.rows["groups"]
         latest = groups[-1] if groups else None
-        mine = [s["t"] for s in steps if latest is not None and s["attempt"] == latest["group"]]
+        rows = [s for s in steps if latest is not None and s["attempt"] == latest["group"]]
+        mine = [s["t"] for s in rows]
         holds = [h for h in self.rows["holds"]
                  if latest is not None and h["attempt"] == latest["group"]]
         return {"last": steps[-1] if steps else None,
@@ -156,6 +157,7 @@ class Ledger:
                 "total_steps": self.total_steps, "attempts": len(attempts),
                 "group": latest, "group_first_step_t": min(mine, default=None),
                 "group_last_step_t": max(mine, default=None),
+                "group_steps_done": max((s["step"] + 1 for s in rows), default=0),
                 "group_holding": bool(holds) and not holds[-1].get("expired"),
                 "notices": sum(1 for n in self.rows["notices"] if n.get("agreed")),
                 "checkpoints": sum(1 for r in self.rows["reports"] if r.get("checkpoint"))}

@@ -2,7 +2,8 @@
 own progress (pure: no Ray).
 
 A schedule is a comma-separated list of points, taken in order:
-- `N`     — once training has completed N steps;
+- `N`     — once the running worker group has completed step N (a group resumed from an
+            older checkpoint computes its way there again first);
 - `Ns`    — once the running worker group has trained for N seconds (from its first step to
             its latest: a group that holds or restarts does not count);
 - `start` — as soon as the next worker group has been placed (a notice while it starts).
@@ -71,6 +72,8 @@ class GroupView:
     """When it completed its latest step."""
     holding: bool = False
     """Its ranks hold at a checkpoint (a notice or a resize): a restart is coming."""
+    steps_done: int = 0
+    """The steps of the run's lineage it has reached (its highest step + 1; 0: none yet)."""
 
 
 @dataclass
@@ -105,7 +108,7 @@ class Schedule:
         if group.holding:
             return False  # it is about to restart: a point waits for a group that trains
         if point.kind == "step":
-            return steps_done >= point.value
+            return group.steps_done >= point.value
         if group.first_step_t is None or group.last_step_t is None:
             return False
         since = max(group.first_step_t, last.t if last else group.first_step_t)
