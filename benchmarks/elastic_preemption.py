@@ -80,7 +80,7 @@ def run_mode(mode: str, at: list[int], args: argparse.Namespace, folder: Path
     resume = [r["time_to_resume_s"] for r in restarts if r["time_to_resume_s"]]
     return {"mode": mode,
             "interrupted_after": [p["steps_done"] for p in summary["preemption_schedule"]],
-            "preemptions": len(restarts), "lost_steps": summary["lost_steps"],
+            "preemptions": summary["preemptions"], "lost_steps": summary["lost_steps"],
             "lost_per_preemption": [r["lost_steps"] for r in restarts],
             "notices": summary["notices"], "notices_honoured": summary["notices_honoured"],
             "mean_time_to_resume_s": float(np.mean(resume)) if resume else None,
@@ -194,18 +194,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time the default `invoke run-elastic`")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds each run may take")
+    parser.add_argument("--keep", type=Path,
+                        help="keep each run's results folder under this folder")
     parser.add_argument("--out", type=Path, help="write the table and targets here (.md)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     at = schedule(args.preemptions, args.steps, args.seed)
     print(f"interrupting at steps {at}", flush=True)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="elastic-bench-") as folder:
+    with tempfile.TemporaryDirectory(prefix="elastic-bench-") as scratch:
+        folder = args.keep or Path(scratch)
         for mode in [m for m in args.modes if m]:
-            rows.append(run_mode(mode, at, args, Path(folder)))
+            rows.append(run_mode(mode, at, args, folder))
             print(f"  {mode}: {rows[-1]}", flush=True)
         if args.demo:
-            rows.append(run_demo(args, Path(folder)))
+            rows.append(run_demo(args, folder))
             print(f"  demo: {rows[-1]}", flush=True)
     checked = targets(rows)
     text = "\n\n".join([header(machine()), table(rows, args), targets_text(checked)])
