@@ -52,7 +52,7 @@ _current: WorkerRun | None = None
 
 
 class NotInRun(RuntimeError):
-    """The run-side helpers were called outside a training function started by run-elastic."""
+    """checkpoint_due() or ElasticLoop used outside a training function run-elastic runs."""
 
 
 class NoticeHandoff(BaseException):
@@ -91,8 +91,8 @@ class WorkerSettings:
 def current() -> WorkerRun:
     """This worker's run (inside a training function run by `run-elastic`)."""
     if _current is None:
-        raise NotInRun("spotburst's elastic helpers work inside a training function run by "
-                       "`invoke run-elastic` / `python -m workloads.elastic`")
+        raise NotInRun("checkpoint_due() and ElasticLoop work inside a training function run "
+                       "by `invoke run-elastic` or `python -m workloads.elastic`")
     return _current
 
 
