@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from netem.ports import free_local_port
+from netem.ports import free_local_ports
 from procs import MARKER_ENV
 from spotlab.capacity import SpotCapacity
 from spotlab.config import NodeSpec, SpotLabConfig
@@ -82,11 +82,7 @@ def node_ports(taken: set[int]) -> RayPorts:
     ports of nodes started meanwhile, which may not be bound yet); workers take random
     ones."""
     roles = [item.name for item in fields(RayPorts) if item.name not in WORKER_PORT_RANGE]
-    chosen: list[int] = []
-    while len(chosen) < len(roles):
-        port = free_local_port()
-        if port not in taken and port not in chosen:
-            chosen.append(port)
+    chosen = free_local_ports(len(roles), taken)
     return RayPorts(**dict(zip(roles, chosen, strict=True)), min_worker=0, max_worker=0)
 
 

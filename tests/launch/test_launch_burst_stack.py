@@ -136,6 +136,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
         token: str | None = None,
         python: str = "python",
         stall_timeout_s: float = 0.0,
+        trace_log: Path | None = None,
     ) -> str:
         submitted.update(
             address=address,
