@@ -18,6 +18,7 @@ from launch.workload import WorkloadRun
 from spotlab.config import SpotLabConfig
 from spotlab.lab import SpotLab, read_events
 from spotlab.options import SpotLabOptions
+from workloads.common.options import OptionError
 from workloads.common.results import read_json
 from workloads.common.storage import LocalStorage
 from workloads.elastic.cost import price_run
@@ -58,6 +59,22 @@ class LabInterrupter:
                              "ray_node_id": request.node_id, "t": time.time()})
 
 
+def check_fits_lab(options: ElasticOptions, lab: SpotLabConfig) -> None:
+    """The lab's nodes hold a worker and --min-workers of them: one line naming the flag
+    if not (Ray would wait for the resources without end)."""
+    if options.gpus > 0:
+        raise OptionError("--gpus", f"the spot lab's nodes have no GPU, got {options.gpus:g}")
+    biggest = max(node.num_cpus for node in lab.nodes())
+    if options.cpus > biggest:
+        raise OptionError("--cpus", f"a worker needs {options.cpus:g} CPUs; the lab's nodes "
+                          f"offer at most {biggest} (--cpus-per-node)")
+    held = sum(int(node.num_cpus // options.cpus) for node in lab.nodes())
+    if options.min_workers > held:
+        raise OptionError("--min-workers", f"{options.min_workers} workers of "
+                          f"{options.cpus:g} CPUs; the lab's nodes hold {held} (--spot, "
+                          f"--on-demand, --cpus-per-node)")
+
+
 def elastic_run(options: ElasticOptions) -> WorkloadRun:
     """The run: with --working-dir the whole folder travels and --script names the script
     inside it; without, the script file alone travels."""
@@ -90,9 +107,12 @@ def run_elastic(
         show(f"elastic: --preempt-at {options.preempt_at} is carried out on the spot lab "
              f"only; on {target.address or target.stack} the cloud preempts")
         options = replace(options, preempt_at="")  # the run records what was applied
+    lab_config = lab.config()
+    if on_lab:
+        check_fits_lab(options, lab_config)
     interrupter = LabInterrupter(show)
     folder = run_workload(elastic_run(options), target.address, target.stack, target.out,
-                          interrupter.show, lab=lab.config(),
+                          interrupter.show, lab=lab_config,
                           stall_timeout_s=target.stall_timeout, on_lab=interrupter.attach)
     summary_update: dict[str, Any] = {}
     if on_lab:

@@ -61,6 +61,9 @@ def test_script_alone_travels_without_a_working_dir() -> None:
     ({"script": "no/such/train.py"}, "--script"),
     ({"min_workers": "3", "max_workers": "2"}, "--min-workers"),
     ({"spot": "99"}, "--spot"),
+    ({"cpus": "2"}, "--cpus"),  # the lab's nodes offer 1 CPU each
+    ({"min_workers": "9", "max_workers": "9"}, "--min-workers"),  # 4 nodes of 1 CPU
+    ({"gpus": "1"}, "--gpus"),
 ])
 def test_bad_input_ends_the_task_with_one_line(given: dict[str, str], flag: str) -> None:
     with pytest.raises(Exit) as ended:
@@ -68,6 +71,15 @@ def test_bad_input_ends_the_task_with_one_line(given: dict[str, str], flag: str)
     message = str(ended.value.message)
     assert ended.value.code == 2 and message.startswith(f"error: {flag}")
     assert "\n" not in message
+
+
+def test_a_run_the_lab_cannot_hold_starts_nothing(tmp_path: Path) -> None:
+    """Refused before a lab is started: no results folder is made."""
+    out = tmp_path / "results"
+    with pytest.raises(Exit) as ended:
+        tasks.run_elastic(Context(), cpus="1.5", out=str(out))
+    assert ended.value.code == 2 and "--cpus-per-node" in str(ended.value.message)
+    assert not out.exists()
 
 
 def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -> None:
