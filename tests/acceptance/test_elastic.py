@@ -7,46 +7,31 @@ twice, the test accuracy reached; priced from the lab's record, drawn."""
 from __future__ import annotations
 
 import json
-import sys
-import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import procs
 from spotlab.state import STATE_DIR_ENV
+from tests.helpers.acceptance import run_documented
 from workloads.elastic.options import DEMO_SCHEDULE
 from workloads.elastic.schedule import parse_schedule
 
 pytestmark = [pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
-COMMAND = [str(Path(sys.executable).with_name("invoke")), "run-elastic"]
-"""`.venv/bin/invoke run-elastic`, as the docs show it."""
+COMMAND = "invoke run-elastic"
 TIMEOUT_S = 1500.0
-"""A loaded 2-core machine; past it the task gets SIGTERM and removes its lab."""
+"""A loaded 2-core machine."""
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("elastic") / "results"
-    env = {STATE_DIR_ENV: str(tmp_path_factory.mktemp("spotlab-state"))}
-    process = procs.spawn([*COMMAND, "--out", str(out)], env=env, cwd=REPO, merge_stderr=True)
-    assert process.stdout is not None
-    timer = threading.Timer(TIMEOUT_S, process.terminate)
-    timer.start()
-    try:
-        log = [line.rstrip("\n") for line in process.stdout]
-        process.wait()
-    finally:
-        timer.cancel()
-        procs.stop(process, grace_s=180.0)
-    assert process.returncode == 0, "\n".join(log[-80:])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
+        summary = run_documented(COMMAND, out, timeout_s=TIMEOUT_S)
     records = {path.stem: [json.loads(row) for row in path.read_text().splitlines()]
                for path in (out / "records").glob("*.jsonl")}
-    return {"summary": json.loads((out / "summary.json").read_text()), "records": records,
-            "out": out, "log": log}
+    return {"summary": summary, "records": records, "out": out}
 
 
 def test_the_default_run_shows_preemptions_that_lose_nothing(run: dict[str, Any]) -> None:

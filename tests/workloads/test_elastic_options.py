@@ -117,3 +117,43 @@ def test_the_documented_opt_in_diff_is_the_examples_diff() -> None:
     shown = doc.split("```diff\n", 1)[1].split("```", 1)[0].splitlines()
     assert shown == diff
     assert sum(1 for line in diff if line.startswith("+") and not line.startswith("+++")) <= 10
+
+
+
+def documented_commands() -> list[str]:
+    """The lines of docs/elastic.md's shell blocks."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "elastic.md").read_text()
+    return [line.strip() for block in re.findall(r"```bash\n(.*?)```", doc, flags=re.DOTALL)
+            for line in block.splitlines() if line.strip()]
+
+
+def test_every_documented_run_is_run_as_written_by_the_acceptance_tests() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    acceptance = "".join(path.read_text() for path in (repo / "tests" / "acceptance").glob("*.py"))
+    runs = [line for line in documented_commands()
+            if line.startswith("invoke run-elastic") and not line.endswith("--help")]
+    assert runs and len(runs) <= 2, runs
+    for line in runs:
+        assert f'"{line}"' in acceptance, line
+
+
+@pytest.mark.subprocess
+def test_every_other_documented_command_answers_help() -> None:
+    """Besides the runs and the install, the docs show only commands that answer --help."""
+    import shlex
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    others = [line for line in documented_commands() if not line.startswith("pip install")
+              and not (line.startswith("invoke run-elastic") and not line.endswith("--help"))]
+    assert others
+    for line in others:
+        assert line.endswith("--help"), line
+        argv = shlex.split(line)
+        program = [sys.executable, "-m", "invoke"] if argv[0] == "invoke" else [sys.executable]
+        done = subprocess.run([*program, *argv[1:]], cwd=repo, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and "usage" in done.stdout.lower(), (line, done.stderr)
