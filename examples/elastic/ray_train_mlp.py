@@ -1,3 +1,4 @@
+# mypy: disable-error-code="attr-defined"
 """An ordinary Ray Train V2 script in the style of Ray's docs, written for Ray Train alone:
 an MLP classifies synthetic data (ten Gaussian clusters), data-parallel with
 `prepare_data_loader` (a DistributedSampler per worker) and `prepare_model` (DDP); every

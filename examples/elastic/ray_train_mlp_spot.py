@@ -1,3 +1,4 @@
+# mypy: disable-error-code="attr-defined"
 """examples/elastic/ray_train_mlp.py with the lines that make it lose no step at a spot
 notice: after each optimizer step it asks `checkpoint_due()`; when a notice came, it reports
 a checkpoint of that step through its own checkpoint code (the ranks then hold until Ray
