@@ -604,7 +604,7 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
     --fail-coordinator), every answer is checked (docs/inference.md)."""
     from launch.inference import run_inference as run
 
-    folder = run(options, lab_options.config(), target.address, target.stack, target.out)
+    folder = run(options, lab_options.config(), target)
     print(f"results and figures in {folder}")
 
 

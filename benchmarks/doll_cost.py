@@ -29,6 +29,7 @@ from benchmarks.report import Target, exit_code, header, machine, targets_text
 from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.ray_session import ray_session
+from workloads.common.spot_market.trace import load_trace
 from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
 from workloads.doll.chance import (
     SPLITS,
@@ -41,7 +42,6 @@ from workloads.doll.experiment import run_policies, start_servers, with_cost_rat
 from workloads.doll.figures import cost_vs_finish
 from workloads.doll.options import POLICIES, DollOptions
 from workloads.doll.price_server import PriceServer
-from workloads.doll.trace import load_trace
 
 TRACES = (("SUSE Linux", 0.286), ("Linux/UNIX", 0.186))
 

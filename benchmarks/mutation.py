@@ -35,7 +35,7 @@ PROFILE_TESTS = ("tests/netem/test_profile.py", "tests/netem/test_tc.py")
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "doll-allocation": ("workloads/doll/allocation.py", DOLL_TESTS),
     "doll-estimation": ("workloads/doll/estimation.py", DOLL_TESTS),
-    "doll-billing": ("workloads/common/billing.py", DOLL_TESTS),
+    "doll-billing": ("workloads/common/spot_market/billing.py", DOLL_TESTS),
     "burst-bound": ("workloads/burst/bound.py", ("tests/workloads/test_burst_bound.py",)),
     "burst-policy": (
         "workloads/burst/scheduling/policy.py",

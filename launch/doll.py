@@ -9,9 +9,9 @@ from pathlib import Path
 from launch.options import TargetOptions
 from launch.targets import run_workload
 from launch.workload import workload_run
+from workloads.common.spot_market.trace import load_trace
 from workloads.doll.figures import draw
 from workloads.doll.options import DOLL_SPEC, DollOptions
-from workloads.doll.trace import load_trace
 
 
 def run_doll(

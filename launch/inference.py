@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
+from launch.options import TargetOptions
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
@@ -462,8 +463,8 @@ def format_members(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_inference(options: InferenceOptions, lab: SpotLabConfig, address: str | None = None,
-                  stack: str | None = None, out: Path | None = None,
+def run_inference(options: InferenceOptions, lab: SpotLabConfig,
+                  target: TargetOptions | None = None,
                   show: Callable[[str], None] = print) -> Path:
     """`invoke run-inference`: the experiment as one Ray Job on a new spot lab (or
     --address/--stack), which brings the service up and down itself; figures drawn here.
@@ -475,6 +476,8 @@ def run_inference(options: InferenceOptions, lab: SpotLabConfig, address: str | 
     from launch.workload import workload_run
     from workloads.inference.figures import draw
 
+    target = target or TargetOptions()
+    address, stack, out = target.address, target.stack, target.out
     if not (address or stack):
         out = fresh_results_folder(out, "inference")
         if options.store is None:
@@ -482,6 +485,7 @@ def run_inference(options: InferenceOptions, lab: SpotLabConfig, address: str | 
     if options.store is not None and "://" not in options.store:
         options = replace(options, store=str(Path(options.store).resolve()))
     run = workload_run("inference", "workloads.inference", INFERENCE_SPEC, options)
-    folder = run_workload(run, address, stack, out, show, lab=lab)
+    folder = run_workload(run, address, stack, out, show, lab=lab,
+                          stall_timeout_s=target.stall_timeout)
     draw(folder)
     return folder

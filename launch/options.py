@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from spotlab.options import lab_spec
@@ -22,6 +23,19 @@ STACK_HELP = "Pulumi stack name (its config is Pulumi.<stack>.yaml)"
 ENDPOINT_HELP = "AWS endpoint URL (only for a local stand-in such as moto_server)"
 
 
+def check_dashboard_address(address: str) -> None:
+    """A Ray dashboard's address as the Jobs API takes it: http(s)://HOST[:PORT]."""
+    parts = urlsplit(address)
+    try:
+        port_ok = parts.port is None or 0 < parts.port
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
+            or parts.path.strip("/") or parts.query:
+        raise OptionError("--address", f"expected http://HOST:PORT (a Ray dashboard), got "
+                                       f"{address!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class StackTarget:
     stack: str | None = option(
@@ -35,6 +49,8 @@ class StackTarget:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.out is not None and self.out.exists() and not self.out.is_dir():
+            raise OptionError("--out", f"{self.out} is a file, not a folder")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +70,9 @@ class TargetOptions(StackTarget):
     )
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        super().__post_init__()
+        if self.address is not None:
+            check_dashboard_address(self.address)
         if self.address and self.stack:
             raise OptionError("--address", "give --address or --stack, not both")
 

@@ -1,6 +1,6 @@
 """When spot capacity is there, per spot slot, time-compressed and seeded.
 
-`markov`: the DOLL paper's two-state chain per slot (workloads.doll.preemption), one step every
+`markov`: the DOLL paper's two-state chain per slot (spot_market.preemption), one step every
 refresh; a slot is preempted when its chain goes down and may be refilled once it is up again;
 α = 1 means never preempted (then only `spotlab.lab.interrupt` preempts).
 `trace`: a spot price trace replayed with a bid; every slot is preempted while the price is
@@ -10,8 +10,8 @@ above the bid (one zone, one price) and refilled once it is not.
 from __future__ import annotations
 
 from spotlab.config import SpotLabConfig
-from workloads.doll.preemption import MarkovAvailability
-from workloads.doll.trace import TraceReplay
+from workloads.common.spot_market.preemption import MarkovAvailability
+from workloads.common.spot_market.trace import TraceReplay
 
 
 class SpotCapacity:

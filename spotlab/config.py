@@ -13,7 +13,7 @@ from typing import Any
 
 from vocab.errors import UserError
 from vocab.spot import POOL_HEAD, POOL_LEARNER, POOL_ON_DEMAND, POOL_SPOT, SPOT_WARNING_S
-from workloads.doll.trace import DEFAULT_TRACE, PriceTrace, TraceError, load_trace
+from workloads.common.spot_market.trace import DEFAULT_TRACE, PriceTrace, TraceError, load_trace
 
 DEFAULT_COMPRESSION = 20.0
 """Lab seconds are AWS seconds / 20: a 120 s notice becomes 6 s, a 2 s refresh 0.1 s."""

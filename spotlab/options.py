@@ -96,6 +96,7 @@ class SpotLabOptions:
             )
         except SpotLabConfigError as error:
             flag, _, problem = str(error).partition(" ")
+            flag = flag.removesuffix(":")  # "--trace: FILE is ..." names its flag that way too
             raise OptionError(flag if flag.startswith("--") else "--spot", problem) from None
 
 

@@ -41,7 +41,7 @@ from spotlab.state import load_state, node_marker, save_state
 from vocab.errors import RunFailed, one_line
 from vocab.ports import RayPorts
 from vocab.spot import IMDS_ENDPOINT_ENV, POOL_HEAD, POOL_SPOT, node_labels, placement_resources
-from workloads.common.billing import Meter
+from workloads.common.spot_market.billing import Meter
 
 READY_LINE = "spotlab supervisor: lab is up"
 FAILED_LINE = "spotlab supervisor: lab failed:"

@@ -11,7 +11,7 @@ from launch.options import FETCH_PRICES_SPEC
 from launch.spot_prices import fetch_spot_prices
 from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
 from workloads.common.options import OptionError
-from workloads.doll.trace import load_trace
+from workloads.common.spot_market.trace import load_trace
 
 
 @pytest.mark.moto

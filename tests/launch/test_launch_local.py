@@ -12,8 +12,8 @@ from launch.options import TargetOptions
 from launch.targets import TargetError, run_workload
 from launch.workload import WorkloadRun
 from tests.helpers.doll import TINY_DOLL_ARGS as TINY
+from workloads.common.spot_market.trace import TraceError
 from workloads.doll.options import DollOptions
-from workloads.doll.trace import TraceError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 

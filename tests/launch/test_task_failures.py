@@ -211,3 +211,16 @@ def test_lab_tasks_with_no_lab_up_say_so_in_one_line(
     done = invoke(command, {**os.environ, state_env: str(state)})
     assert_one_line_exit_2(done, f"lab is up (none recorded in {state})")
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(("flag", "value", "line"), [
+    ("--address", "notaurl",
+     "error: --address: expected http://HOST:PORT (a Ray dashboard), got 'notaurl'"),
+    ("--address", "ray://127.0.0.1:10001",
+     "error: --address: expected http://HOST:PORT (a Ray dashboard), got "
+     "'ray://127.0.0.1:10001'"),
+    ("--out", "pyproject.toml", "error: --out: pyproject.toml is a file, not a folder"),
+])
+def test_a_bad_target_is_one_line_before_anything_starts(flag: str, value: str,
+                                                         line: str) -> None:
+    assert_one_line_exit_2(invoke(["run-doll", flag, value]), line)

@@ -20,7 +20,7 @@ from vocab.spot import (
     node_labels,
     placement_resources,
 )
-from workloads.common.billing import Meter
+from workloads.common.spot_market.billing import Meter
 
 
 @pytest.mark.parametrize("changes, flag", [

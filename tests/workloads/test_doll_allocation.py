@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from workloads.common.spot_market.trace import DEFAULT_TRACE, load_trace
 from workloads.doll.allocation import (
     allocate,
     cost_bound,
@@ -14,7 +15,6 @@ from workloads.doll.allocation import (
     spot_rate_limit,
     static_spot_count,
 )
-from workloads.doll.trace import DEFAULT_TRACE, load_trace
 
 SUSE = load_trace(DEFAULT_TRACE, "ca-central-1b", "SUSE Linux").mean_price()
 LINUX = load_trace(DEFAULT_TRACE, "ca-central-1b", "Linux/UNIX").mean_price()

@@ -1,6 +1,6 @@
 import pytest
 
-from workloads.common.billing import Meter
+from workloads.common.spot_market.billing import Meter
 from workloads.doll.estimation import estimated_rates
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import poisson
 
+from workloads.common.spot_market.preemption import MarkovAvailability
 from workloads.doll.allocation import static_spot_count
 from workloads.doll.chance import (
     ChanceModel,
@@ -15,7 +16,6 @@ from workloads.doll.chance import (
     chance_spot_set,
     deadline_probability,
 )
-from workloads.doll.preemption import MarkovAvailability
 
 # The benchmark's defaults: 16 workers at 80 points/s, J·B = 2000·32, θ = 1.05 θ₀ = 52.5 s,
 # a chain step of 0.04 s (1312 steps), α = 0.9, K = 4.

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from workloads.common.spot_market.preemption import MarkovAvailability
 from workloads.doll.data import FEATURES, distort, load_split, sample_stream
 from workloads.doll.model import Mlp
-from workloads.doll.preemption import MarkovAvailability
 
 
 def test_gradient_matches_finite_differences() -> None:

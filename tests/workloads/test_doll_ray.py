@@ -12,12 +12,12 @@ import ray
 
 from workloads.common.provenance import sha256_of
 from workloads.common.results import read_records
+from workloads.common.spot_market.trace import load_trace
 from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
 from workloads.doll.experiment import run_experiment, start_servers
 from workloads.doll.figures import draw
 from workloads.doll.options import DollOptions
 from workloads.doll.policy_run import PolicyRun, Servers
-from workloads.doll.trace import load_trace
 
 pytestmark = pytest.mark.ray
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.doll.trace import DEFAULT_TRACE, TraceError, TraceReplay, load_trace
+from workloads.common.spot_market.trace import DEFAULT_TRACE, TraceError, TraceReplay, load_trace
 
 
 def write(tmp_path: Path, document: object) -> Path:

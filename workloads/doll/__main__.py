@@ -6,9 +6,9 @@ import sys
 
 from workloads.common.options import fail
 from workloads.common.ray_session import ray_session
+from workloads.common.spot_market.trace import TraceError, load_trace
 from workloads.doll.experiment import run_experiment
 from workloads.doll.options import DOLL_SPEC, DollOptions
-from workloads.doll.trace import TraceError, load_trace
 
 
 def run(options: DollOptions) -> int:

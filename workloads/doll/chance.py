@@ -21,8 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from workloads.common.spot_market.preemption import STEPS_SCALE
 from workloads.doll.allocation import Spot, expected_cost, spot_shares
-from workloads.doll.preemption import STEPS_SCALE
 
 DEFAULT_TARGET = 0.9
 

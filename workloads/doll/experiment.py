@@ -10,6 +10,7 @@ from typing import Any
 from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
+from workloads.common.spot_market.trace import PriceTrace, load_trace
 from workloads.common.storage import Storage
 from workloads.doll.evaluator import Evaluator
 from workloads.doll.fleet import Fleet
@@ -17,7 +18,6 @@ from workloads.doll.options import DollOptions
 from workloads.doll.parameter_server import SyncParameterServer
 from workloads.doll.policy_run import PolicyResult, PolicyRun, Servers
 from workloads.doll.price_server import PriceServer
-from workloads.doll.trace import PriceTrace, load_trace
 
 
 def start_servers(config: DollOptions, trace: PriceTrace) -> Servers:

@@ -9,7 +9,7 @@ from typing import Any
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
-from workloads.doll.trace import DEFAULT_TRACE
+from workloads.common.spot_market.trace import DEFAULT_TRACE
 
 POLICIES = ("on-demand", "static", "adaptive", "static-paper", "adaptive-paper", "fallback")
 DEFAULT_POLICIES = ("on-demand", "static", "adaptive")

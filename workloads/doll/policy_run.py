@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.common.billing import Meter
+from workloads.common.spot_market.billing import Meter
+from workloads.common.spot_market.preemption import MarkovAvailability
 from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
 from workloads.doll.chance import ChanceModel, OutageChain, chance_spot_set, deadline_probability
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
 from workloads.doll.options import DollOptions
-from workloads.doll.preemption import MarkovAvailability
 
 TIMELINE_EVERY_S = 0.5
 ADAPTIVE = ("adaptive", "adaptive-paper")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ray
 
-from workloads.doll.trace import PriceTrace, TraceReplay
+from workloads.common.spot_market.trace import PriceTrace, TraceReplay
 
 
 @ray.remote

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotlab.config import SpotLabConfig
-from workloads.common.billing import Meter
-from workloads.doll.trace import TraceReplay
+from workloads.common.spot_market.billing import Meter
+from workloads.common.spot_market.trace import TraceReplay
 
 
 @dataclass

@@ -22,9 +22,9 @@ from ray.exceptions import RayActorError
 
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
-from workloads.common.billing import Meter
 from workloads.common.provenance import package_version, provenance
 from workloads.common.results import ResultsWriter
+from workloads.common.spot_market.billing import Meter
 from workloads.common.storage import LocalStorage, Storage, open_storage
 from workloads.rl.algorithm import RemoteTrainer, trainer_options
 from workloads.rl.checkpoint import (
