@@ -629,11 +629,12 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
 @cli_task(ELASTIC_SPEC, ELASTIC_LAB_SPEC, TARGET_SPEC, short_flags=SHORT_FLAGS)
 def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions,
                 target: TargetOptions) -> None:
-    """Run elastic training on spot: a notice checkpoints at once, no step is lost.
+    """Run a Ray Train V2 script elastic on spot nodes; a notice loses no step.
 
-    `-f SCRIPT -m MAX -- SCRIPT_ARGS` (no -f: the digits CNN) on Ray Train V2; the run
-    rescales and resumes. Local default: a fresh spot lab (--spot/--on-demand...); or
-    --address / --stack."""
+    `-f SCRIPT [--function NAME] [--config JSON] -m MAX -- SCRIPT_ARGS` (no -f: the digits
+    CNN demo); a script calling checkpoint_due() checkpoints the step it is on at a notice.
+    Local default: a fresh spot lab and three scheduled preemptions (--preempt-at);
+    --preset paper: the seed's scale; or --address / --stack. See docs/elastic.md."""
     from dataclasses import replace
 
     from launch.elastic import run_elastic as run

@@ -111,11 +111,15 @@ BURST_RUN_SPEC = OptionSpec(BurstRunTarget)
 BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
 
 
-# A chain step every 0.5 s (not the lab's 0.1 s) preempts a spot node about every 70 s: a
-# worker-group restart takes 30-80 s on a loaded 2-core machine, and at 0.1 s the run spent
-# its time restarting (measured; README, "Elastic training on spot").
+# An elastic run's preemptions come from its own schedule (`run-elastic --preempt-at`), one
+# mechanism: the lab's Markov chain is off (α 1) unless --alpha asks for it. Then a chain
+# step every 0.5 s (not the lab's 0.1 s) preempts a spot node about every 70 s at α 0.9: a
+# worker-group restart takes tens of seconds on a loaded 2-core machine, and at 0.1 s the
+# run spent its time restarting (measured).
+ELASTIC_LAB_ALPHA = 1.0
 ELASTIC_LAB_REFRESH_S = 0.5
-ELASTIC_LAB_SPEC = lab_spec("ElasticLabOptions", refresh=ELASTIC_LAB_REFRESH_S)
+ELASTIC_LAB_SPEC = lab_spec("ElasticLabOptions", alpha=ELASTIC_LAB_ALPHA,
+                            refresh=ELASTIC_LAB_REFRESH_S)
 
 
 def _lab_default(name: str, value: Any) -> Any:

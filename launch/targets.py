@@ -24,7 +24,7 @@ from launch.workload import WorkloadRun
 from netem.lab.processes import MARKER_ENV, marked_pids
 from procs.journal import note_removed
 from spotlab.config import SpotLabConfig
-from spotlab.lab import spot_lab
+from spotlab.lab import SpotLab, spot_lab
 from spotlab.report import preemption_records
 from stacks.outputs import read_ray_cluster_outputs
 from vocab.errors import RunFailed, UserError
@@ -69,10 +69,12 @@ def run_workload(
     show: Callable[[str], None] = print,
     lab: SpotLabConfig | None = None,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    on_lab: Callable[[SpotLab], None] | None = None,
 ) -> Path:
     """Run the workload on the chosen target; returns the local results folder. Without
     `--address`/`--stack`, a spot workload (`lab` given) runs on a new local spot lab, any
-    other in a Ray started here. A run that prints no progress for `stall_timeout_s` is
+    other in a Ray started here; `on_lab` is handed that lab once it is up (to preempt its
+    nodes while the job runs). A run that prints no progress for `stall_timeout_s` is
     stopped (RunStalled)."""
     if address and stack:
         raise TargetError("give --address or --stack, not both")
@@ -87,7 +89,7 @@ def run_workload(
         except ClusterUnreachable as error:
             raise TargetError(f"--address: {error}") from None
     elif lab is not None:
-        run_on_spot_lab(run, lab, local_out, show, stall_timeout_s)
+        run_on_spot_lab(run, lab, local_out, show, stall_timeout_s, on_lab)
     else:
         run_local(run, local_out, show, stall_timeout_s)
     return local_out
@@ -139,6 +141,7 @@ def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = p
 def run_on_spot_lab(
     run: WorkloadRun, config: SpotLabConfig, local_out: Path, show: Callable[[str], None],
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    on_lab: Callable[[SpotLab], None] | None = None,
 ) -> None:
     """A new spot lab for this run: the workload is a Ray Job on the lab's dashboard (the
     same path as --address, with the lab's token), the lab's config, events and preemption
@@ -147,6 +150,8 @@ def run_on_spot_lab(
     with spot_lab(config, progress=show) as lab:
         if lab.dashboard_url is None:
             raise TargetError("the spot lab runs without a dashboard; jobs need one")
+        if on_lab is not None:
+            on_lab(lab)
         remote = Remote(address=lab.dashboard_url, label=f"spotlab:{lab.lab_id}",
                         token=lab.token(), same_python=True)
         try:

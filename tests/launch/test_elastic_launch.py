@@ -61,6 +61,9 @@ def test_script_alone_travels_without_a_working_dir() -> None:
     ({"script": "no/such/train.py"}, "--script"),
     ({"min_workers": "3", "max_workers": "2"}, "--min-workers"),
     ({"spot": "99"}, "--spot"),
+    ({"cpus": "2"}, "--cpus"),  # the lab's nodes offer 1 CPU each
+    ({"min_workers": "9", "max_workers": "9"}, "--min-workers"),  # 4 nodes of 1 CPU
+    ({"gpus": "1"}, "--gpus"),
 ])
 def test_bad_input_ends_the_task_with_one_line(given: dict[str, str], flag: str) -> None:
     with pytest.raises(Exit) as ended:
@@ -70,20 +73,37 @@ def test_bad_input_ends_the_task_with_one_line(given: dict[str, str], flag: str)
     assert "\n" not in message
 
 
+def test_a_run_the_lab_cannot_hold_starts_nothing(tmp_path: Path) -> None:
+    """Refused before a lab is started: no results folder is made."""
+    out = tmp_path / "results"
+    with pytest.raises(Exit) as ended:
+        tasks.run_elastic(Context(), cpus="1.5", out=str(out))
+    assert ended.value.code == 2 and "--cpus-per-node" in str(ended.value.message)
+    assert not out.exists()
+
+
 def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -> None:
     """What the launcher does after the job: cost from the lab record into summary.json and
-    records/cost.jsonl, then the figure (workers, accuracy, cost)."""
+    records/cost.jsonl (with the preemptions it carried out), then the figure (workers,
+    progress, the metric, cost)."""
     t0 = 1000.0
     lab = SpotLabConfig(spot=1, on_demand=1)
     rows: dict[str, list[dict[str, Any]]] = {
+        "groups": [{"group": 0, "t": t0 + 0.5, "world_size": 2, "nodes": ["a", "b"]},
+                   {"group": 1, "t": t0 + 25, "world_size": 1, "nodes": ["a"]}],
         "attempts": [{"attempt": 0, "t": t0 + 1, "world_size": 2},
                      {"attempt": 1, "t": t0 + 30, "world_size": 1}],
-        "steps": [{"attempt": int(s >= 10), "step": s, "t": t0 + 2 + s, "loss": 1.0 / (s + 1),
+        "steps": [{"attempt": int(s >= 10), "rank": 0, "step": s, "t": t0 + 2 + s,
+                   "kind": "step", "world_size": 2 - int(s >= 10), "loss": 1.0 / (s + 1),
                    **({"test_accuracy": 0.5 + s / 50} if s % 5 == 4 else {})}
                   for s in range(20)],
         "notices": [{"attempt": 0, "agreed": True, "t": t0 + 11.5}],
-        "checkpoints": [{"attempt": 0, "step": 9, "reason": "notice", "t": t0 + 12}],
+        "reports": [{"attempt": 0, "rank": 0, "steps_covered": 10, "checkpoint": "ck/10",
+                     "reason": "notice", "t": t0 + 12}],
+        "commits": [{"attempt": 0, "checkpoint": "ck/10", "metrics": {"loss": 0.1},
+                     "t": t0 + 12.4}],
         "holds": [{"attempt": 0, "step": 9, "t": t0 + 12, "reason": "notice"}],
+        "schedule": [{"point": "8s", "t": t0 + 10.5}],
     }
     for name, records in rows.items():
         (tmp_path / "records").mkdir(exist_ok=True)
@@ -91,7 +111,7 @@ def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -
             json.dumps({**row, "t_run": row["t"] - t0}) + "\n" for row in records))
     summary = {"script": "digits_cnn.py", "steps_done": 20, "lost_steps": 0, "preemptions": 1,
                "notices": 1, "notices_honoured": 1, "started_at": t0, "ended_at": t0 + 40,
-               "wall_time_s": 40.0}
+               "wall_time_s": 40.0, "metric": "test_accuracy", "step_unit": "step"}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     (tmp_path / LAB_RECORD).mkdir()
     (tmp_path / LAB_RECORD / "config.json").write_text(json.dumps(lab.to_dict()))
@@ -102,12 +122,15 @@ def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -
     (tmp_path / LAB_RECORD / "events.jsonl").write_text(
         "".join(json.dumps(event) + "\n" for event in events))
 
-    priced = price_results(tmp_path)
+    carried = [{"index": 1, "point": "8s", "node": "spot-0", "t": 10.6}]
+    priced = price_results(tmp_path, {"preemptions_carried_out": carried})
     assert priced is not None
-    written = json.loads((tmp_path / "summary.json").read_text())["cost"]
-    assert written == priced and 0 < priced["cost_usd"] < priced["all_on_demand_cost_usd"]
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["cost"] == priced and 0 < priced["cost_usd"] < priced["all_on_demand_cost_usd"]
+    assert written["preemptions_carried_out"] == carried
     assert priced["spot_up_node_s"] == pytest.approx(17.0)
     assert (tmp_path / "records" / "cost.jsonl").read_text().count("\n") >= 3
     [figure] = draw(tmp_path)
     assert figure.name == FIGURE and figure.stat().st_size > 10_000
-    assert price_results(tmp_path / "records") is None  # no lab record: nothing priced
+    (tmp_path / LAB_RECORD / "config.json").unlink()
+    assert price_results(tmp_path) is None  # no lab record: nothing priced

@@ -1,5 +1,6 @@
-"""run-elastic's input: the seed's flags, the script's argv after `--`, and bad input as one
-line naming the flag before anything starts; the step accounting on a known ledger."""
+"""run-elastic's input: the seed's flags, the script's argv and train_loop_config after `--`,
+the preset, the preemption schedule, the training function found by name (an alias too),
+and bad input as one line naming the flag before anything starts."""
 
 from __future__ import annotations
 
@@ -8,18 +9,43 @@ from pathlib import Path
 import pytest
 
 from workloads.elastic.__main__ import main
-from workloads.elastic.options import ELASTIC_SPEC, split_command_line
-from workloads.elastic.summary import summarize
+from workloads.elastic.options import (
+    ELASTIC_SPEC,
+    PAPER,
+    config_from_args,
+    split_command_line,
+)
+from workloads.elastic.schedule import Point
 
 
-def test_short_flags_and_script_args(tmp_path: Path) -> None:
+def test_short_flags_script_args_and_config(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("def train_loop_per_worker(config):\n    pass\n")
     options = ELASTIC_SPEC.parse(split_command_line(
-        ["-f", str(script), "-m", "3", "--min-workers", "2", "--", "--steps", "5", "-f", "x y"]))
+        ["-f", str(script), "-m", "3", "--min-workers", "2", "--config", '{"lr": 0.1, "n": 2}',
+         "--", "--steps", "5", "--lr", "0.3", "-f", "x y", "--amp"]))
     assert options.script == script and options.max_workers == 3 and options.min_workers == 2
-    assert options.argv == ["--steps", "5", "-f", "x y"]
+    assert options.argv == ["--steps", "5", "--lr", "0.3", "-f", "x y", "--amp"]
+    # --config is the base; `--key value` words after `--` are set on top of it
+    assert options.train_loop_config == {"lr": 0.3, "n": 2, "steps": 5, "amp": True}
     assert ELASTIC_SPEC.parse(ELASTIC_SPEC.argv(options)) == options
+
+
+def test_config_words_read_as_json_where_they_parse() -> None:
+    assert config_from_args(["--batch-size", "32", "--name", "run one", "--ids", "[1, 2]",
+                             "--x=null", "positional", "--flag"]) == {
+        "batch_size": 32, "name": "run one", "ids": [1, 2], "x": None, "flag": True}
+
+
+def test_paper_preset_sets_the_seed_scale_and_given_flags_win() -> None:
+    paper = ELASTIC_SPEC.parse(["--preset", "paper"])
+    assert (paper.checkpoint_timeout, paper.notice_poll, paper.preempt_at) == (
+        PAPER["checkpoint_timeout"], PAPER["notice_poll"], "")
+    mixed = ELASTIC_SPEC.parse(["--preset", "paper", "--preempt-at", "30s,start"])
+    assert mixed.schedule == (Point("seconds", 30.0), Point("start"))
+    assert mixed.checkpoint_timeout == 120.0 and "preset" in mixed.parameters()
+    demo = ELASTIC_SPEC.parse([])
+    assert demo.preset is None and len(demo.schedule) == 3
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -29,23 +55,41 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     return err
 
 
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["-m", "2", "--min-workers", "3"], "--min-workers"),
+    (["--config", "[1, 2]"], "--config"),
+    (["--config", "{nope"], "--config"),
+    (["--preempt-at", "10,soon"], "--preempt-at"),
+    (["--preempt-at", "0"], "--preempt-at"),
+    (["--function", "not a name"], "--function"),
+    (["--preset", "huge"], "--preset"),
+])
+def test_bad_flags_name_the_flag(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                 flag: str) -> None:
+    assert one_line_error(capsys, argv).startswith(f"error: {flag}")
+
+
 def test_missing_script_names_the_flag(capsys: pytest.CaptureFixture[str],
                                        tmp_path: Path) -> None:
     err = one_line_error(capsys, ["-f", str(tmp_path / "nope.py"), "-m", "2"])
     assert err.startswith("error: --script:") and "nope.py" in err
 
 
-def test_min_above_max_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    err = one_line_error(capsys, ["-m", "2", "--min-workers", "3"])
-    assert err.startswith("error: --min-workers:") and "at most --max-workers (2)" in err
-
-
-def test_script_without_entry_point_names_the_flag(capsys: pytest.CaptureFixture[str],
-                                                   tmp_path: Path) -> None:
+def test_the_training_function_is_found_by_name_an_alias_too(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("def main():\n    pass\n")
     err = one_line_error(capsys, ["-f", str(script)])
     assert err.startswith("error: --script:") and "train_loop_per_worker" in err
+    assert "--function" in err
+    script.write_text("def train_func(config):\n    pass\n\ntrain_loop_per_worker = train_func\n")
+    from workloads.elastic.script import check_script
+
+    check_script(script, "train_loop_per_worker")  # an alias is a binding like any other
+    check_script(script, "train_func")
+    script.write_text("def broken(:\n")
+    err = one_line_error(capsys, ["-f", str(script)])
+    assert err.startswith("error: --script:") and "train.py" in err
 
 
 def test_working_dir_must_be_a_folder(capsys: pytest.CaptureFixture[str],
@@ -54,64 +98,62 @@ def test_working_dir_must_be_a_folder(capsys: pytest.CaptureFixture[str],
     assert err.startswith("error: --working-dir:")
 
 
-def test_accounting_counts_steps_computed_twice() -> None:
-    """A restart that resumes from an older checkpoint than its last step loses the steps
-    between; the notice-driven one loses none."""
-    steps = [{"attempt": 0, "step": s, "t": 1.0 + s, "world_size": 3} for s in range(10)]
-    steps += [{"attempt": 1, "step": s, "t": 10.0 + s, "world_size": 2} for s in range(10, 15)]
-    steps += [{"attempt": 2, "step": s, "t": 28.0 + s, "world_size": 2} for s in range(12, 16)]
-    steps += [{"attempt": 3, "step": s, "t": 40.0 + s, "world_size": 3} for s in range(16, 20)]
-    record = {
-        "total_steps": 20,
-        "attempts": [
-            {"attempt": 0, "t": 0.0, "world_size": 3, "resumed_from_step": None},
-            {"attempt": 1, "t": 18.0, "world_size": 2, "resumed_from_step": 9},
-            {"attempt": 2, "t": 38.0, "world_size": 2, "resumed_from_step": 11},
-            {"attempt": 3, "t": 50.0, "world_size": 3, "resumed_from_step": 15},
-        ],
-        "steps": steps,
-        "notices": [{"attempt": 0, "agreed": True, "t": 10.5},
-                    {"attempt": 0, "rank": 2, "t": 10.2, "deadline": 14.0}],
-        "checkpoints": [{"attempt": 0, "step": 9, "reason": "notice", "t": 11.0},
-                        {"attempt": 1, "step": 11, "reason": "periodic", "t": 22.0},
-                        {"attempt": 2, "step": 15, "reason": "resize", "t": 44.0}],
-        "final": {"t": 60.0, "test_accuracy": 0.97},
-    }
-    summary = summarize(record, started=0.0, ended=60.0)
-    assert summary["completed"] and summary["steps_done"] == 20
-    assert summary["lost_steps"] == 3 and summary["step_executions"] == 23
-    first, second, third = summary["restarts"]
-    assert first["cause"] == "preemption" and first["lost_steps"] == 0
-    assert first["time_to_resume_s"] == pytest.approx(20.0 - 10.2)
-    assert (first["workers_before"], first["workers_after"]) == (3, 2)
-    assert second["cause"] == "resize or failure" and second["lost_steps"] == 3
-    assert third["cause"] == "grow" and third["lost_steps"] == 0
-    assert (third["workers_before"], third["workers_after"]) == (2, 3)
-    assert summary["preemptions"] == 1 and summary["notices_honoured"] == 1
-    assert summary["final_metrics"] == {"test_accuracy": 0.97}
-    assert summary["throughput_steps_per_s"] == {"3": pytest.approx(1.0)}  # 2 too short
-    assert summary["rescales"] == [
-        {"t": 18.0, "cause": "preemption", "workers_before": 3, "workers_after": 2},
-        {"t": 50.0, "cause": "grow", "workers_before": 2, "workers_after": 3}]
+def test_the_documented_opt_in_diff_is_the_examples_diff() -> None:
+    """docs/elastic.md shows the whole change from the unchanged example to the opted-in one
+    (the code after their docstrings), at most 10 added lines."""
+    import ast
+    import difflib
+
+    repo = Path(__file__).resolve().parents[2]
+
+    def code(name: str) -> list[str]:
+        text = (repo / "examples" / "elastic" / name).read_text()
+        return text.splitlines()[ast.parse(text).body[0].end_lineno or 0:]
+
+    diff = list(difflib.unified_diff(code("ray_train_mlp.py"), code("ray_train_mlp_spot.py"),
+                                     "ray_train_mlp.py", "ray_train_mlp_spot.py", n=1,
+                                     lineterm=""))
+    doc = (repo / "docs" / "elastic.md").read_text()
+    shown = doc.split("```diff\n", 1)[1].split("```", 1)[0].splitlines()
+    assert shown == diff
+    assert sum(1 for line in diff if line.startswith("+") and not line.startswith("+++")) <= 10
 
 
-def test_no_checkpoint_landed_means_a_restart_from_zero_and_counts_every_step_lost() -> None:
-    """The fallback when the notice checkpoint did not land (nor any before): Ray Train
-    restarts with no checkpoint, the script from step 0, and the accounting says so."""
-    steps = [{"attempt": 0, "step": s, "t": 1.0 + s, "world_size": 2} for s in range(6)]
-    steps += [{"attempt": 1, "step": s, "t": 20.0 + s, "world_size": 1} for s in range(10)]
-    record = {
-        "total_steps": 10,
-        "attempts": [{"attempt": 0, "t": 0.0, "world_size": 2, "resumed_from_step": None},
-                     {"attempt": 1, "t": 19.0, "world_size": 1, "resumed_from_step": None}],
-        "steps": steps,
-        "notices": [{"attempt": 0, "agreed": True, "t": 6.5},
-                    {"attempt": 0, "rank": 1, "t": 6.2, "deadline": 7.0}],
-        "checkpoints": [{"attempt": 1, "step": 9, "reason": "final", "t": 30.0}],
-        "final": {"t": 30.0},
-    }
-    summary = summarize(record, started=0.0, ended=31.0)
-    [restart] = summary["restarts"]
-    assert restart["cause"] == "preemption" and restart["resumed_from_step"] is None
-    assert restart["lost_steps"] == 6 == summary["lost_steps"]
-    assert summary["completed"] and summary["notices_honoured"] == 0
+
+def documented_commands() -> list[str]:
+    """The lines of docs/elastic.md's shell blocks."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "elastic.md").read_text()
+    return [line.strip() for block in re.findall(r"```bash\n(.*?)```", doc, flags=re.DOTALL)
+            for line in block.splitlines() if line.strip()]
+
+
+def test_every_documented_run_is_run_as_written_by_the_acceptance_tests() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    acceptance = "".join(path.read_text() for path in (repo / "tests" / "acceptance").glob("*.py"))
+    runs = [line for line in documented_commands()
+            if line.startswith("invoke run-elastic") and not line.endswith("--help")]
+    assert runs and len(runs) <= 2, runs
+    for line in runs:
+        assert f'"{line}"' in acceptance, line
+
+
+@pytest.mark.subprocess
+def test_every_other_documented_command_answers_help() -> None:
+    """Besides the runs and the install, the docs show only commands that answer --help."""
+    import shlex
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    others = [line for line in documented_commands() if not line.startswith("pip install")
+              and not (line.startswith("invoke run-elastic") and not line.endswith("--help"))]
+    assert others
+    for line in others:
+        assert line.endswith("--help"), line
+        argv = shlex.split(line)
+        program = [sys.executable, "-m", "invoke"] if argv[0] == "invoke" else [sys.executable]
+        done = subprocess.run([*program, *argv[1:]], cwd=repo, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and "usage" in done.stdout.lower(), (line, done.stderr)

@@ -74,20 +74,54 @@ def test_cost_from_the_lab_record_on_the_one_meter() -> None:
 
 
 def test_ledger_grows_when_capacity_returns_only_once_the_group_parked() -> None:
-    """The handshake the scaling policy relies on (workloads/elastic/policy.py): the ledger
-    picks the count for the capacity there is, and says a running group may be resized only
-    while it holds at a resize checkpoint taken after the group began."""
-    ledger = Ledger(min_workers=1, max_workers=4)
-    ledger.begin_attempt(world_size=2, start_step=0, resumed_from=None, total_steps=100)
+    """The handshake the scaling policy relies on (workloads/elastic/controller.py): the
+    ledger picks the count for the capacity there is, and says a running group that marks
+    its steps may be resized only while it holds at a resize checkpoint taken after it
+    began; a group with nothing to lose (no step marked yet, or a script that marks none)
+    is resized as Ray Train does."""
+    ledger = Ledger(min_workers=1, max_workers=4, handshake=True)
+    ledger.group_started(2, ["a", "b"])
+    ledger.begin_attempt(world_size=2, resumed_from=None)
     for step in range(20):
-        ledger.step({"attempt": 0, "step": step, "t": 10.0 + 0.1 * step, "world_size": 2})
+        ledger.add("steps", {"attempt": 0, "rank": 0, "step": step, "t": 10.0 + 0.1 * step,
+                             "world_size": 2, "kind": "step"})
     assert ledger.choose_workers(2) == 2  # nothing came back: stay
     assert ledger.choose_workers(3) == 3  # a node came back: grow into it (not measured yet)
-    assert [d["workers"] for d in ledger.decisions] == [2, 3]
+    assert [d["workers"] for d in ledger.rows["decisions"]] == [2, 3]
     assert not ledger.parked_since(5.0)
-    ledger.hold({"attempt": 0, "step": 19, "t": 12.0, "reason": "notice"})
+    assert ledger.resize_requested() is None and ledger.resize_requested(0) is None
+    ledger.request_resize(3)  # the policy asks the running group to park first
+    ledger.request_resize(4)  # once per group: the ranks act on the first
+    assert ledger.resize_requested() == 3 == ledger.resize_requested(0)
+    ledger.add("holds", {"attempt": 0, "step": 19, "t": 12.0, "reason": "notice"})
     assert not ledger.parked_since(5.0)  # a notice hold waits for the node to go, not a resize
-    ledger.hold({"attempt": 0, "step": 19, "t": 13.0, "reason": "resize"})
-    assert ledger.parked_since(5.0) and not ledger.parked_since(13.5)  # not this group's
-    ledger.hold({"attempt": 0, "step": 19, "t": 20.0, "reason": "resize", "expired": True})
+    ledger.add("holds", {"attempt": 0, "step": 19, "t": 13.0, "reason": "resize"})
+    assert ledger.parked_since(5.0)
+    assert ledger.parked_since(13.5)  # a group begun later has marked nothing yet
+    ledger.add("holds", {"attempt": 0, "step": 19, "t": 20.0, "reason": "resize",
+                         "expired": True})
     assert not ledger.parked_since(5.0)  # it trains on again
+    reports_only = Ledger(min_workers=1, max_workers=4, handshake=True)
+    reports_only.add("steps", {"attempt": 0, "rank": 0, "step": 0, "t": 10.0, "world_size": 2,
+                               "kind": "report"})
+    assert reports_only.parked_since(5.0)  # an unchanged script: Ray Train's own resize
+    ignoring = Ledger(min_workers=1, max_workers=4, handshake=False)
+    ignoring.add("steps", {"attempt": 0, "rank": 0, "step": 0, "t": 10.0, "world_size": 2,
+                           "kind": "step"})
+    assert ignoring.parked_since(5.0)  # --on-notice ignore: no handshake
+
+
+def test_a_running_group_is_grown_only_once_measured_and_shrunk_at_once() -> None:
+    ledger = Ledger(min_workers=1, max_workers=4, handshake=True)
+    ledger.group_started(2, ["a", "b"])
+    ledger.begin_attempt(world_size=2, resumed_from=None)
+    for step in range(5):
+        ledger.add("steps", {"attempt": 0, "rank": 0, "step": step, "t": 10.0 + 0.1 * step,
+                             "world_size": 2, "kind": "step"})
+    assert ledger.choose_workers(4, running=True) == 2  # its own throughput unknown yet
+    assert ledger.choose_workers(1, running=True) == 1  # a node died: shrink now
+    assert ledger.choose_workers(4) == 4  # a restart takes what fits
+    for step in range(5, 12):
+        ledger.add("steps", {"attempt": 0, "rank": 0, "step": step, "t": 10.0 + 0.1 * step,
+                             "world_size": 2, "kind": "step"})
+    assert ledger.choose_workers(4, running=True) == 4  # measured: perfect scaling predicted

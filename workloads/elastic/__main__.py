@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import sys
 
-from workloads.common.options import OptionError, fail
-from workloads.elastic.entry import ScriptError
+from vocab.errors import UserError
+from workloads.common.options import fail
+from workloads.common.ray_session import ray_session
 from workloads.elastic.options import ELASTIC_SPEC, ElasticOptions, split_command_line
+from workloads.elastic.script import check_script
 
 
 def run(options: ElasticOptions) -> int:
     try:
         options.check_files()
-        from workloads.elastic.entry import check_script
-
-        check_script(options.script_path())
-    except (OptionError, ScriptError) as error:
+        check_script(options.script_path(), options.function)
+    except UserError as error:
         return fail(error)
-    from workloads.elastic.runner import run_elastic
+    from workloads.elastic.experiment import run_experiment
 
-    summary = run_elastic(options, lambda line: print(line, flush=True))
+    with ray_session():
+        summary = run_experiment(options, lambda line: print(line, flush=True))
+    if summary["error"]:
+        print(f"elastic: training failed: {summary['error']}", file=sys.stderr, flush=True)
     return 0 if summary["completed"] else 1
 
 

@@ -1,10 +1,10 @@
 """What the run cost, from the spot lab's record of it (`spotlab/config.json` and
 `events.jsonl`, kept in the results folder), charged on the one billing meter
-(workloads/common/billing.Meter) exactly as the lab bills itself: on-demand nodes (the head
-too) while their process lives, spot nodes from their join until they are gone (killed at
-the deadline, or ended without a notice) at the lab's spot price of the moment (the price
-trace replayed from the lab's start). Next to it, the same run all on demand: every node of
-the lab (the spot slots on on-demand nodes) for the same wall time.
+(workloads/common/spot_market/billing.Meter) exactly as the lab bills itself: on-demand
+nodes (the head too) while their process lives, spot nodes from their join until they are
+gone (killed at the deadline, or ended without a notice) at the lab's spot price of the
+moment (the price trace replayed from the lab's start). Next to it, the same run all on
+demand: every node of the lab (the spot slots on on-demand nodes) for the same wall time.
 
 Pure: no Ray, no files; the launcher (launch/elastic.py) prices the local results folder
 with it once the lab's record has landed there.

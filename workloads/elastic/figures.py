@@ -1,6 +1,16 @@
-"""The run's figure, drawn on the user's side from a results folder (matplotlib, Agg): workers
-over time with notices, notice checkpoints and node deaths marked; test accuracy over time;
-cost over time next to the same run all on demand (when the run was priced)."""
+"""The run's figure, drawn on the user's side from a results folder (matplotlib, Agg):
+
+1. workers training over time, each worker group's start-up shaded, the notices, the notice
+   checkpoints Ray Train committed and the nodes killed at their deadline marked;
+2. progress: the step each group completed over time — a restart that resumes from an older
+   checkpoint shows as a drop (steps computed again), one that loses nothing does not;
+3. the chosen metric (`--metric`, else the first the script reported) over time;
+4. cost over time next to the same run all on demand (when the run was priced).
+
+The time axis starts a little before the first worker group was placed: the lab, the job
+and Ray Train's start before it are one number in the title, not most of the axis. Runs that
+honour notices and runs that ignore them are drawn the same way, for side-by-side reading.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +26,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 from workloads.common.figures import save_figure  # noqa: E402
 from workloads.common.results import read_json, read_records  # noqa: E402
 from workloads.common.storage import LocalStorage  # noqa: E402
+from workloads.elastic.summary import first_rows  # noqa: E402
 
-FIGURE = "workers_accuracy_cost.png"
+FIGURE = "elastic.png"
 LAB_EVENTS = Path("spotlab") / "events.jsonl"
+LEAD_IN_S = 3.0
 
 
-def _optional_records(storage: LocalStorage, folder: Path, name: str) -> list[dict[str, Any]]:
+def _records(storage: LocalStorage, folder: Path, name: str) -> list[dict[str, Any]]:
     return read_records(storage, name) if (folder / "records" / f"{name}.jsonl").is_file() else []
 
 
-def _deaths(folder: Path, started: float) -> list[float]:
+def _kills(folder: Path, started: float) -> list[float]:
     """When a spot node of the lab was killed at its deadline (run seconds)."""
     path = folder / LAB_EVENTS
     if not path.is_file():
@@ -34,59 +46,132 @@ def _deaths(folder: Path, started: float) -> list[float]:
     return [e["t"] - started for e in events if e["event"] == "kill"]
 
 
-def _workers_over_time(storage: LocalStorage, wall_s: float) -> tuple[list[float], list[int]]:
-    """Each group's size from its start, none from a hold to the restart (or to the hold's
-    expiry)."""
-    attempts = read_records(storage, "attempts")
-    size = {a["attempt"]: a["world_size"] for a in attempts}
-    changes = sorted([(a["t_run"], a["world_size"]) for a in attempts]
-                     + [(h["t_run"], size[h["attempt"]] if h.get("expired") else 0)
-                        for h in read_records(storage, "holds")])
+def _workers_over_time(attempts: list[dict[str, Any]], holds: list[dict[str, Any]],
+                       steps: list[dict[str, Any]], wall_s: float
+                       ) -> tuple[list[float], list[int]]:
+    """Each group's size from its first step to its last (or its hold), none in between."""
+    changes: list[tuple[float, int]] = []
+    for attempt in attempts:
+        mine = [s["t_run"] for s in steps if s["attempt"] == attempt["attempt"]]
+        if not mine:
+            continue
+        held = [h["t_run"] for h in holds if h["attempt"] == attempt["attempt"]
+                and not h.get("expired")]
+        changes.append((min(mine), attempt["world_size"]))
+        changes.append((min(held) if held else max(mine), 0))
+    changes.sort()
+    times = [t for t, _ in changes] + [wall_s]
     counts = [count for _, count in changes]
-    return [t for t, _ in changes] + [wall_s], [*counts, counts[-1] if counts else 0]
+    return times, [*counts, 0]
 
 
 def draw(folder: Path) -> list[Path]:
     storage = LocalStorage(folder)
     summary = read_json(storage, "summary.json")
-    steps = read_records(storage, "steps")
-    notices = [n for n in read_records(storage, "notices") if n.get("agreed")]
-    saved = [c for c in read_records(storage, "checkpoints") if c["reason"] == "notice"]
-    deaths = _deaths(folder, summary.get("started_at", 0.0))
-    cost = _optional_records(storage, folder, "cost")
+    started = summary.get("started_at", 0.0)
+    steps = first_rows(_records(storage, folder, "steps"))
+    attempts = _records(storage, folder, "attempts")
+    groups = _records(storage, folder, "groups")
+    holds = _records(storage, folder, "holds")
+    commits = _records(storage, folder, "commits")
+    reports = _records(storage, folder, "reports")
+    notices = [n for n in _records(storage, folder, "notices") if n.get("agreed")]
+    schedule = _records(storage, folder, "schedule")
+    cost = _records(storage, folder, "cost")
+    wall = summary["wall_time_s"]
+    metric = summary.get("metric")
 
-    figure, (workers_axes, accuracy_axes, cost_axes) = plt.subplots(
-        3, 1, figsize=(7, 7.5), sharex=True)
-    times, counts = _workers_over_time(storage, summary["wall_time_s"])
+    first_placed = min((g["t_run"] for g in groups), default=min(
+        (s["t_run"] for s in steps), default=0.0))
+    left = max(0.0, first_placed - LEAD_IN_S)
+    panels = 4 if cost else 3
+    figure, axes = plt.subplots(panels, 1, figsize=(8, 2.3 * panels + 1), sharex=True)
+    workers_axes, progress_axes, metric_axes = axes[0], axes[1], axes[2]
+
+    times, counts = _workers_over_time(attempts, holds, steps, wall)
     workers_axes.step(times, counts, where="post", color="tab:blue", label="workers training")
-    workers_axes.set(ylabel="workers", ylim=(0, max(counts or [1]) + 0.5),
-                     title=f"{summary['script']}: {summary['steps_done']} steps, lost "
-                           f"{summary['lost_steps']}, {summary['preemptions']} preemptions, "
-                           f"{summary['notices_honoured']}/{summary['notices']} notices honoured")
+    first_steps = {a: min(s["t_run"] for s in steps if s["attempt"] == a)
+                   for a in {s["attempt"] for s in steps}}
+    for index, group in enumerate(groups):
+        end = first_steps.get(group["group"])
+        if end is None:
+            later = [g["t_run"] for g in groups if g["group"] > group["group"]]
+            end = min(later, default=wall)
+        workers_axes.axvspan(group["t_run"], end, color="0.8", zorder=0,
+                             label="worker group starting" if index == 0 else "_nolegend_")
+        before = [s["t_run"] for s in steps if s["t_run"] < group["t_run"]]
+        if before:  # from the previous group's last step until this one was placed
+            workers_axes.axvspan(max(before), group["t_run"], color="0.93", zorder=0,
+                                 label="restarting" if index == 1 else "_nolegend_")
+    committed = {c["checkpoint"] for c in commits if c.get("checkpoint")}
+    saved = [r for r in reports if r.get("reason") == "notice" and r.get("checkpoint")
+             and r["checkpoint"] in committed]
     marks = [(notices, "tab:red", "--", "notice"),
-             (saved, "tab:green", ":", "notice checkpoint")]
+             (saved, "tab:green", ":", "notice checkpoint (committed)"),
+             ([{"t_run": t} for t in _kills(folder, started)], "black", "-",
+              "spot node killed")]
     for rows, color, style, label in marks:
         for index, row in enumerate(rows):
-            workers_axes.axvline(row["t_run"], color=color, linestyle=style,
+            workers_axes.axvline(row["t_run"], color=color, linestyle=style, linewidth=1.2,
                                  label=label if index == 0 else "_nolegend_")
-    for index, at in enumerate(deaths):
-        workers_axes.axvline(at, color="black", linewidth=1.5,
-                             label="spot node killed" if index == 0 else "_nolegend_")
-    workers_axes.legend(loc="lower left", fontsize="small")
+    for index, row in enumerate(schedule):
+        workers_axes.plot(row["t_run"], max(counts or [1]) + 0.25, "v", color="tab:purple",
+                          label="scheduled preemption" if index == 0 else "_nolegend_")
+    top = max(counts or [1])
+    workers_axes.set(ylabel="workers", ylim=(0, top * 1.8 + 0.5), title=_title(summary,
+                                                                           first_placed))
+    workers_axes.legend(loc="upper left", fontsize="x-small", ncol=3, framealpha=0.9)
 
-    evaluated = [s for s in steps if "test_accuracy" in s]
-    accuracy_axes.plot([s["t_run"] for s in evaluated], [s["test_accuracy"] for s in evaluated],
-                       "o-", color="tab:orange", markersize=3)
-    accuracy_axes.set(ylabel="test accuracy", ylim=(0, 1))
+    seen: set[int] = set()
+    again: list[dict[str, Any]] = []
+    for attempt in sorted({s["attempt"] for s in steps}):
+        mine = [s for s in steps if s["attempt"] == attempt]
+        again += [s for s in mine if s["step"] in seen]
+        seen |= {s["step"] for s in mine}
+    progress_axes.plot([s["t_run"] for s in steps], [s["step"] + 1 for s in steps], ".",
+                       color="tab:blue", markersize=2, label="computed once")
+    if again:
+        progress_axes.plot([s["t_run"] for s in again], [s["step"] + 1 for s in again], ".",
+                           color="tab:red", markersize=3, label="computed again (lost)")
+    progress_axes.set(ylabel=f"{summary.get('step_unit', 'step')}s done")
+    progress_axes.legend(loc="upper left", fontsize="x-small")
+
+    series = _metric_series(metric, steps, commits)
+    if series:
+        metric_axes.plot([t for t, _ in series], [v for _, v in series],
+                         "-" if len(series) > 60 else "o-", color="tab:orange",
+                         markersize=3, linewidth=1)
+    else:
+        metric_axes.text(0.5, 0.5, f"no metric {metric!r} reported", ha="center",
+                         va="center", transform=metric_axes.transAxes)
+    metric_axes.set(ylabel=metric or "metric")
 
     if cost:
+        cost_axes = axes[3]
         cost_axes.plot([c["t_run"] for c in cost], [c["cost"] for c in cost],
                        color="tab:green", label="this run (spot)")
         cost_axes.plot([c["t_run"] for c in cost], [c["on_demand_cost"] for c in cost],
                        color="tab:gray", linestyle="--", label="same run, all on demand")
-        cost_axes.legend(loc="upper left", fontsize="small")
-    else:
-        cost_axes.text(0.5, 0.5, "not priced (no spot lab record)", ha="center",
-                       va="center", transform=cost_axes.transAxes)
-    cost_axes.set(xlabel="time since start (s)", ylabel="cost ($)")
+        cost_axes.legend(loc="upper left", fontsize="x-small")
+        cost_axes.set(ylabel="cost ($)")
+    axes[-1].set(xlabel="time since the run began (s)", xlim=(left, wall))
     return [save_figure(figure, folder / FIGURE)]
+
+
+def _title(summary: dict[str, Any], first_placed: float) -> str:
+    return (f"{summary.get('script', '')}: {summary['steps_done']} "
+            f"{summary.get('step_unit', 'step')}s, {summary['lost_steps']} lost, "
+            f"{summary['preemptions']} preemptions, {summary['notices_honoured']}/"
+            f"{summary['notices']} notices honoured\n(first worker group placed "
+            f"{first_placed:.0f} s after the run began)")
+
+
+def _metric_series(metric: str | None, steps: list[dict[str, Any]],
+                   commits: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The metric over time: ElasticLoop's step rows and the reports Ray Train committed."""
+    if metric is None:
+        return []
+    points = [(s["t_run"], float(s[metric])) for s in steps if metric in s]
+    points += [(c["t_run"], float(c["metrics"][metric])) for c in commits
+               if isinstance(c.get("metrics", {}).get(metric), int | float)]
+    return sorted(set(points))

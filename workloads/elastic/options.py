@@ -1,10 +1,13 @@
 """The elastic-training workload's options: the one spec its argparse, `invoke run-elastic`
 and the launcher's command line are made from (see workloads/common/options.py).
 
-Everything after `--` on the command line is the user script's own argv (`script_args`)."""
+Everything after `--` on the command line is the user script's own argv (`script_args`).
+The defaults are a demo sized for a 2-core laptop; `--preset paper` gives the seed's scale.
+"""
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -12,18 +15,30 @@ from typing import Any
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
+from workloads.elastic.schedule import Point, ScheduleError, parse_schedule
 
 EXAMPLE_SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "elastic" / "digits_cnn.py"
+ENTRY_POINT = "train_loop_per_worker"
+"""The training function's name in Ray Train's docs and examples."""
 SHORT_FLAGS = {"-f": "--script", "-d": "--working-dir", "-m": "--max-workers"}
 """The seed's one-letter flags, for `python -m workloads.elastic` and `invoke run-elastic`."""
+DEMO_SCHEDULE = "6s,6s,6s"
+"""Three preemptions, each after the running worker group trained 6 s."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ElasticOptions(ResultsOptions):
     script: Path = option(
         EXAMPLE_SCRIPT,
-        "training script defining train_loop_per_worker(config) (relative to --working-dir "
-        "if given); not set: the shipped digits CNN",
+        "training script (relative to --working-dir if given); not set: the shipped digits CNN",
+    )
+    function: str = option(
+        ENTRY_POINT, "the script's training function, Ray Train's train_loop_per_worker"
+    )
+    config: str | None = option(
+        None,
+        "the training function's config (Ray Train's train_loop_config) as a JSON object; "
+        "`--key value` words after `--` are set on top of it",
     )
     working_dir: Path | None = option(
         None, "folder shipped with the script: its modules are importable by the script"
@@ -33,10 +48,9 @@ class ElasticOptions(ResultsOptions):
     cpus: float = option(1.0, "CPUs per worker", above=0.0)
     gpus: float = option(0.0, "GPUs per worker (NCCL when > 0)", minimum=0.0)
     checkpoint_timeout: float = option(
-        120.0,
+        30.0,
         "seconds the workers hold at a notice checkpoint for the restart; past it they "
-        "train on (a later restart resumes from the newest checkpoint that landed, else "
-        "from step 0)",
+        "train on (a later restart resumes from the newest checkpoint Ray Train committed)",
         above=0.0,
     )
     cluster_rescale_timeout: float = option(
@@ -47,7 +61,10 @@ class ElasticOptions(ResultsOptions):
         above=0.0,
     )
     checkpoint_every: int = option(
-        0, "also checkpoint every N steps (0: only on a notice and at the end)", minimum=0
+        0,
+        "also checkpoint every N steps (ElasticLoop and checkpoint_due scripts; 0: only on a "
+        "notice, a resize and at the end)",
+        minimum=0,
     )
     on_notice: str = option(
         "checkpoint",
@@ -57,12 +74,29 @@ class ElasticOptions(ResultsOptions):
         choices=("checkpoint", "ignore"),
     )
     notice_poll: float = option(
-        1.0, "seconds between a worker's polls of its node's spot notice", above=0.0
+        0.5, "seconds between a worker's polls of its node's spot notice", above=0.0
     )
     max_failures: int = option(
         3, "non-preemption failures tolerated (preemptions have no limit)", minimum=0
     )
-    seed: int = option(0, "seed handed to the script (config['seed'])", minimum=0)
+    metric: str | None = option(
+        None, "the reported metric the figure draws (not set: the first the script reports)"
+    )
+    preempt_at: str = option(
+        DEMO_SCHEDULE,
+        "the run's preemption schedule on the spot lab: comma-separated points, each N (once "
+        "N steps are done), Ns (once the running worker group trained N s) or start (as the "
+        "next worker group starts); at each a spot node hosting a worker is interrupted "
+        "(notice, drain, kill). Empty: none (on the lab, --alpha below 1 adds the lab's own "
+        "Markov-chain preemptions)",
+    )
+    preset: str | None = option(
+        None,
+        "paper: the seed's scale (checkpoint timeout 120 s, notices polled every 5 s, no "
+        "scheduled preemption: the cloud's, or the lab's chain with --alpha 0.9); not set: "
+        "the laptop demo",
+        choices=("paper",),
+    )
     script_args: str = option("", "the script's own arguments (what follows `--`)")
 
     def __post_init__(self) -> None:
@@ -72,15 +106,39 @@ class ElasticOptions(ResultsOptions):
                 "--min-workers",
                 f"expected at most --max-workers ({self.max_workers}), got {self.min_workers}",
             )
+        if not self.function.isidentifier():
+            raise OptionError("--function", f"expected a Python name, got {self.function!r}")
         try:
             shlex.split(self.script_args)
         except ValueError as error:
             raise OptionError("--script-args", f"cannot be split: {error}") from None
+        if self.config is not None:
+            try:
+                given = json.loads(self.config)
+            except json.JSONDecodeError as error:
+                raise OptionError("--config", f"not JSON: {error}") from None
+            if not isinstance(given, dict):
+                raise OptionError("--config", f"expected a JSON object, got {self.config!r}")
+        try:
+            parse_schedule(self.preempt_at)
+        except ScheduleError as error:
+            raise OptionError("--preempt-at", str(error)) from None
+        if self.metric is not None and not self.metric.strip():
+            raise OptionError("--metric", "expected a metric name")
 
     @property
     def argv(self) -> list[str]:
-        """The script's own arguments."""
+        """The script's own arguments (its sys.argv[1:] on every worker)."""
         return shlex.split(self.script_args)
+
+    @property
+    def train_loop_config(self) -> dict[str, Any]:
+        """Ray Train's train_loop_config: --config, with `--key value` words after `--`."""
+        return {**(json.loads(self.config) if self.config else {}), **config_from_args(self.argv)}
+
+    @property
+    def schedule(self) -> tuple[Point, ...]:
+        return parse_schedule(self.preempt_at)
 
     def script_path(self) -> Path:
         return self.working_dir / self.script if self.working_dir else self.script
@@ -97,7 +155,38 @@ class ElasticOptions(ResultsOptions):
         document["script"] = str(self.script)
         document["working_dir"] = None if self.working_dir is None else str(self.working_dir)
         document["script_argv"] = self.argv
+        document["train_loop_config"] = self.train_loop_config
         return document
+
+
+def config_from_args(argv: list[str]) -> dict[str, Any]:
+    """The `--key value` words of a command line as a config: `--batch-size 32 --amp` gives
+    {"batch_size": 32, "amp": True}; a value is read as JSON when it parses (numbers, true,
+    lists), else kept as text; words that are not `--key` are left to the script's argv."""
+    config: dict[str, Any] = {}
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if not word.startswith("--") or len(word) == 2:
+            continue
+        key, _, inline = word[2:].partition("=")
+        key = key.replace("-", "_")
+        if inline:
+            config[key] = _value(inline)
+        elif index < len(argv) and not argv[index].startswith("--"):
+            config[key] = _value(argv[index])
+            index += 1
+        else:
+            config[key] = True
+    return config
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def split_command_line(argv: list[str]) -> list[str]:
@@ -111,6 +200,10 @@ def split_command_line(argv: list[str]) -> list[str]:
     return [*argv, "--script-args", shlex.join(rest)] if rest else argv
 
 
+PAPER = {"checkpoint_timeout": 120.0, "notice_poll": 5.0, "preempt_at": ""}
+"""The seed's scale: its checkpoint timeout (and its rescale timeout, the default), its 5 s
+metadata poll, and no scheduled preemption."""
+
 ELASTIC_SPEC = OptionSpec(
     ElasticOptions,
     prog="python -m workloads.elastic",
@@ -118,4 +211,5 @@ ELASTIC_SPEC = OptionSpec(
     "notice, rescales to the nodes left and resumes without losing a step; writes "
     "summary.json, provenance.json and records/. -f, -d and -m are short for --script, "
     "--working-dir and --max-workers; what follows `--` is the script's own argv.",
+    presets={"paper": PAPER},
 )

@@ -1,0 +1,69 @@
+"""benchmarks.elastic_preemption's accounting on hand-made records: where a preemption's time
+went (detection, drain, restart, restore, warm-up, redo) and the bound it is held to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.elastic_preemption import WARM_UP_STEPS, bound, bound_parts, timeline
+
+
+def steps(attempt: int, first: int, count: int, t0: float, gap: float) -> list[dict[str, Any]]:
+    return [{"attempt": attempt, "step": first + i, "t": t0 + i * gap, "rank": 0}
+            for i in range(count)]
+
+
+def test_a_preemption_split_into_its_parts() -> None:
+    # group 0: 4 workers, steps 0..49 every 0.1 s from t=10; interrupted at t=15.0, notice
+    # seen at 15.5, notice checkpoint committed at 16.0 (50 steps); group 1 (3 workers)
+    # begins at 26.0, its first step at 30.0 (steady 0.2 s), resumed from 50 steps
+    records = {
+        "attempts": [{"attempt": 0, "t": 9.0, "world_size": 4, "resumed_steps": 0},
+                     {"attempt": 1, "t": 26.0, "world_size": 3, "resumed_steps": 50}],
+        "steps": steps(0, 0, 50, 10.0, 0.1) + steps(1, 50, 30, 30.0, 0.2),
+        "notices": [{"attempt": 0, "t": 15.5}],
+        "commits": [{"t": 16.0, "checkpoint": "c50"}, {"t": 12.0, "checkpoint": "c10"}],
+    }
+    found = timeline(records, [15.0])
+    [part] = found["preemptions"]
+    assert part["detection"] == pytest.approx(0.5)
+    assert part["drain"] == pytest.approx(0.5)
+    assert part["restart"] == pytest.approx(10.0)
+    assert part["restore"] == pytest.approx(4.0 - 0.2)
+    assert part["warm_up"] == pytest.approx(0.0)
+    assert part["redo"] == 0
+    assert [g["workers"] for g in found["groups"]] == [4, 3]
+    assert found["groups"][1]["steady_step_s"] == pytest.approx(0.2)
+
+    # the same run without the notice checkpoint: resumed from 10 steps, 40 computed again
+    records["attempts"][1]["resumed_steps"] = 10
+    records["commits"] = records["commits"][1:]
+    [ignored] = timeline(records, [15.0])["preemptions"]
+    assert ignored["drain"] == 0 and ignored["restart"] == pytest.approx(10.5)
+    assert ignored["redo"] == pytest.approx(40 * 0.2)
+
+    # the reference: one group of 4 at 0.1 s a step, 2 s from its start to its first step;
+    # the 30 steps at 3 workers cost 0.1 s more each, plus one restore
+    none = {"wall_time_s": 100.0, "timeline": timeline(
+        {"attempts": [{"attempt": 0, "t": 8.0, "world_size": 4}],
+         "steps": steps(0, 0, 80, 10.0, 0.1)}, [])}
+    row = {"wall_time_s": 110.0, "timeline": found}
+    capacity, restores = bound_parts(none, row) or (0.0, 0.0)
+    assert capacity == pytest.approx(30 * 0.1) and restores == pytest.approx(2.0)
+    assert bound(none, row) == pytest.approx(105.0)
+
+
+def test_warm_up_is_the_first_steps_past_their_steady_time() -> None:
+    slow = [{"attempt": 1, "step": 50 + i, "t": 30.0 + i * 1.0, "rank": 0}
+            for i in range(WARM_UP_STEPS)]
+    after = steps(1, 50 + WARM_UP_STEPS, 20, 30.0 + WARM_UP_STEPS * 1.0, 0.2)
+    records = {
+        "attempts": [{"attempt": 0, "t": 0.0, "world_size": 2, "resumed_steps": 0},
+                     {"attempt": 1, "t": 29.0, "world_size": 1, "resumed_steps": 50}],
+        "steps": steps(0, 0, 50, 1.0, 0.1) + slow + after,
+        "notices": [{"attempt": 0, "t": 20.0}], "commits": [],
+    }
+    [part] = timeline(records, [20.0])["preemptions"]
+    assert part["warm_up"] == pytest.approx((WARM_UP_STEPS - 1) * (1.0 - 0.2))
