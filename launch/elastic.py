@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from launch.elastic_cost import price_run
 from launch.options import ELASTIC_LAB_SPEC, TargetOptions
 from launch.targets import LAB_RECORD, run_workload
 from launch.workload import WorkloadRun
@@ -21,7 +22,6 @@ from spotlab.options import SpotLabOptions
 from workloads.common.options import OptionError
 from workloads.common.results import read_json
 from workloads.common.storage import LocalStorage
-from workloads.elastic.cost import price_run
 from workloads.elastic.figures import draw
 from workloads.elastic.options import ELASTIC_SPEC, ElasticOptions
 from workloads.elastic.progress import preempt_request

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from launch.elastic_cost import price_run
 from spotlab.config import SpotLabConfig
-from workloads.elastic.cost import price_run
 from workloads.elastic.ledger import Ledger
 from workloads.elastic.scaling import choose_workers, measured_throughput
 
