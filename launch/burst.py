@@ -105,6 +105,7 @@ def lab_driver_argv(
         data_dir=str(Path(lab.storage[SITE_ONPREM]) / "burst-inputs"),
         stage_dir=str(Path(lab.temp_dir) / "stage"),
         profile_file=profile_file(profile),
+        site_netns=tuple(f"{part}={name}" for part, name in lab.namespaces.items()) or None,
         **s3,
     )
     return ["env", *env, sys.executable, "-m", "workloads.burst", *BURST_SPEC.argv(full)]

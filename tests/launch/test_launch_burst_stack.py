@@ -28,6 +28,7 @@ from tests.helpers.ssm_stub import (
     stubbed_ssm,
 )
 from tests.helpers.stack_outputs import dev_stack_outputs
+from vocab.errors import RunFailed
 from workloads.burst.options import BurstOptions
 
 # As the real dev stack exports them (through JSON), with the mocked ids and addresses.
@@ -99,6 +100,7 @@ def fake_results(out: str) -> dict[str, bytes]:
         "workload": "image",
         "data": "nfs",
         "lower_bound_s": 1.5,
+        "bound": {"compute_s": {"onprem": 1.0, "cloud": 1.0}},
         "speedup": None,
         "runs": {
             "data-aware": {
@@ -109,6 +111,9 @@ def fake_results(out: str) -> dict[str, bytes]:
                 "retried_tasks": 0,
                 "lost_nodes": 0,
                 "makespan_over_bound": 1.33,
+                "compute_s_mean_by_site": {"cloud": 1.0},
+                "scheduler_cpu_s": 0.2,
+                "site_cpu_s": {},  # no site namespaces on a stack: the scheduler's own only
             }
         },
     }
@@ -134,6 +139,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
         requirements: list[str] | None = None,
         token: str | None = None,
         python: str = "python",
+        stall_timeout_s: float | None = None,
     ) -> str:
         submitted.update(
             address=address,
@@ -215,7 +221,7 @@ def test_a_failed_shaping_runs_nothing_and_still_resets(
             expect_script(stubber, f"undo-{role}", [instance], RESET_LINES,
                           f"spotburst netem reset {role}")
         expect_reset_of_every_node(stubber)
-        with pytest.raises(RuntimeError, match="shaping the burst nodes failed"):
+        with pytest.raises(RunFailed, match="shaping the burst nodes failed"):
             burst.run_on_stack(
                 BurstOptions(),
                 load_profile(bw=30),
