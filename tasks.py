@@ -67,9 +67,11 @@ from workloads.common.options import OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
 from workloads.inference.options import (
+    DEMO_SPEC,
     INFERENCE_SPEC,
     JOB_SPEC,
     SERVICE_SPEC,
+    DemoOptions,
     InferenceOptions,
     JobOptions,
     ServiceOptions,
@@ -520,6 +522,18 @@ def files_ls(c: Context) -> None:
     print("\n".join(ls()) or "(no files)")
 
 
+@cli_task(DEMO_SPEC)
+def files_demo(c: Context, options: DemoOptions) -> None:
+    """Write the demo's model, test set and labels into a folder, ready for files-put.
+
+    small_model.npz, small_testset.npy, small_label.npy: a small network trained on
+    scikit-learn's digits, its held-out digits and their labels (file formats:
+    docs/inference.md)."""
+    from launch.inference import files_demo as demo
+
+    print("\n".join(demo(options)))
+
+
 @cli_task()
 def members(c: Context) -> None:
     """List the service's Ray nodes and workers, with their state."""
@@ -561,14 +575,14 @@ def job_stop(c: Context, options: JobNameOptions) -> None:
 
 @cli_task(JOB_NAME_SPEC, positional=("name",))
 def job_remove(c: Context, options: JobNameOptions) -> None:
-    """Remove a job that is not running (its results stay in the store)."""
+    """Remove a job that is not running, with its parts and output in the store."""
     from launch.inference import command
 
     command("job_remove", options.name)
     print(f"job {options.name} removed")
 
 
-@cli_task(JOB_STATUS_SPEC, positional=("name",))
+@cli_task(JOB_STATUS_SPEC)
 def job_status(c: Context, options: JobStatusOptions) -> None:
     """Show each job's state, query rate, latency percentiles, workers, progress and accuracy."""
     import json
@@ -585,8 +599,9 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
     """Run the inference experiment in one command: fair share, failover, results, figures.
 
     The service comes up on a new spot lab (or --address/--stack), models and test sets go
-    into its store, two (--jobs 3: three) jobs of different cost run under fair share, the
-    failures hit when asked."""
+    into its store, two (--jobs 3: three) jobs of different cost run under fair share, two
+    busy workers and the coordinator are killed together (--fail-workers,
+    --fail-coordinator), every answer is checked (docs/inference.md)."""
     from launch.inference import run_inference as run
 
     folder = run(options, lab_options.config(), target.address, target.stack, target.out)

@@ -46,7 +46,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "iam-documents": ("components/iam_documents.py", ("tests/infra/test_documents.py",)),
     "bucket": ("components/data_bucket.py", ("tests/infra/test_documents.py",)),
     "security-policy": ("tests/infra/security_policy.py", ("tests/infra/test_security_policy.py",)),
-    "costs": ("launch/costs.py", ("tests/launch/test_costs.py",)),
+    "costs": ("stacks/costs.py", ("tests/stacks/test_costs.py",)),
 }
 # mutmut reads its config from pyproject.toml; the test selection is set per module here.
 # mutmut forks one child per mutant from a process that already ran the tests (so the cached

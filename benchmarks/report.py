@@ -30,7 +30,7 @@ class Target:
     def line(self) -> str:
         sign = "≤" if self.at_most else "≥"
         verdict = "met" if self.met else "MISSED"
-        return f"{verdict:6} {self.name}: {self.measured:.3f} (target {sign} {self.limit:g})"
+        return f"{verdict:6} {self.name}: {self.measured:.3f} (target {sign} {self.limit:.3g})"
 
 
 def machine() -> dict[str, Any]:

@@ -3,6 +3,16 @@ enforcement in the VPC CNI, and one managed node group per node pool.
 
 Node groups start at their minimum size and leave their desired size to the Cluster
 Autoscaler (`ignore_scaling_changes`), so `pulumi up` never undoes a scale-up.
+
+Every node group launches from the project's own launch template, whose instance metadata
+options are IMDSv2 only (`httpTokens: required`) with a hop limit of 2. The hop limit is why
+the template is declared here: a pod's packets to IMDS cross one hop more than the node's
+own, and with AL2023's default of 1 they never arrive, so a Ray worker in a spot pod could not
+read its node's two-minute interruption notice (`/latest/meta-data/spot/instance-action`,
+workloads/common/spot_notice.py). pulumi-eks sets hop limit 2 only as a side effect
+of `enable_imd_sv2`; declaring it makes the dependency explicit and tested. The price: pods
+can also read the node role's credentials from IMDS. That role holds only the EKS worker,
+CNI, ECR read-only and SSM policies; the pods' own AWS access is their IRSA role.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ _NODE_POLICIES = {
 AMI_CPU = "AL2023_x86_64_STANDARD"
 AMI_GPU = "AL2023_x86_64_NVIDIA"
 """NVIDIA driver and container toolkit on the node; the device plugin comes from its chart."""
+IMDS_HOP_LIMIT = 2
+"""The node itself is one hop from IMDS; a pod (its own network namespace) is two."""
 
 
 @dataclass
@@ -98,6 +110,20 @@ class EksCluster(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{short_name}", role=node_role.name, policy_arn=policy_arn, opts=child
             )
+        node_template = aws.ec2.LaunchTemplate(
+            f"{name}-nodes",
+            description=f"Nodes of {args.cluster_name}: IMDSv2 only, reachable from pods",
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            ),
+            tags=args.tags,
+            opts=child,
+        )
+        launch_template = aws.eks.NodeGroupLaunchTemplateArgs(
+            id=node_template.id, version=node_template.latest_version.apply(str)
+        )
         for pool in args.node_pools:
             placement = pool.placement
             eks.ManagedNodeGroup(
@@ -115,7 +141,11 @@ class EksCluster(pulumi.ComponentResource):
                 labels=placement.node_labels,
                 taints=[aws.eks.NodeGroupTaintArgs(**taint.aws()) for taint in placement.taints]
                 or None,
-                enable_imd_sv2=True,
+                # With a launch template of its own a node group takes its Kubernetes
+                # version from here, not from the cluster (pulumi-eks defaults it only
+                # without one); the template names no AMI, so EKS still picks it by ami_type.
+                launch_template=launch_template,
+                version=args.kubernetes_version,
                 tags=args.tags,
                 opts=child,
             )

@@ -28,6 +28,9 @@ DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 API_TOKEN_VOLUME = "kube-api-access"
 API_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 AUTOSCALER_IDLE_TIMEOUT_S = 60
+AUTOSCALER_CPU = "500m"
+AUTOSCALER_MEMORY = "512Mi"
+"""The Ray autoscaler's container, beside the head's in the head pod when it is on."""
 REDIS_CA_PATH_ENV = "RAY_REDIS_CA_PATH"
 SYSTEM_CA_PATH = "/etc/ssl/certs"
 """The image's system CAs: what the GCS checks the managed Redis's TLS certificate against."""
@@ -112,7 +115,7 @@ def raycluster_spec(args: RayClusterSpecArgs) -> dict[str, Any]:
         spec["autoscalerOptions"] = {
             "upscalingMode": "Default",
             "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_S,
-            "resources": _limits("500m", "512Mi", 0),
+            "resources": _limits(AUTOSCALER_CPU, AUTOSCALER_MEMORY, 0),
             "securityContext": _container_security(),
             # Only the autoscaler talks to the Kubernetes API: only it mounts the token.
             "volumeMounts": [

@@ -3,10 +3,11 @@
 
 `infer-up` starts a spot lab (the local default) and leaves it running, or uses a Ray cluster
 at `--address`; it records where the service lives in a small private state file. Each later
-command is its own process that imports no Ray: it sends one HTTP request to the
-coordinator's command endpoint with the service's token (`workloads/inference/endpoint.py`)
-and prints the answer; files go straight to the service's store. infer-up and infer-down
-connect as Ray drivers.
+command is its own process that imports no Ray: it checks the command as the coordinator
+will (`options.parse_command`), has the coordinator's command endpoint prove it holds the
+service's token, then sends the command (`workloads/inference/endpoint.py`) and prints the
+answer; files go straight to the service's store. infer-up and infer-down connect as Ray
+drivers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
 from netem.lab.state import state_dir as two_site_state_dir
+from vocab.errors import one_line
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.endpoint import (
@@ -33,12 +35,15 @@ from workloads.inference.endpoint import (
     read_endpoint,
     send_command,
 )
-from workloads.inference.files import files_storage
+from workloads.inference.files import files_storage, store_errors
 from workloads.inference.options import (
     INFERENCE_SPEC,
+    DemoOptions,
     InferenceOptions,
     JobOptions,
     ServiceOptions,
+    check_name,
+    parse_command,
 )
 
 if TYPE_CHECKING:
@@ -96,7 +101,11 @@ class ServiceRecord:
         path = state_dir() / RECORD_NAME
         if not path.exists():
             raise ServiceError(f"the inference service is not up (no {path}; invoke infer-up)")
-        return cls(**json.loads(path.read_text()))
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as error:
+            raise ServiceError(f"{path}: not a service record ({error}); remove it and "
+                               "infer-up again") from None
 
     def save(self) -> None:
         path = state_dir() / RECORD_NAME
@@ -167,7 +176,7 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
              address: str | None = None, stack: str | None = None) -> ServiceRecord:
     """Start the service (and, without --address, a spot lab for it) and record it."""
     from spotlab import start_lab, stop_lab
-    from workloads.inference.service import start_coordinator
+    from workloads.inference.service import check_store_reaches_every_node, start_coordinator
 
     if (state_dir() / RECORD_NAME).exists():
         record = ServiceRecord.load()
@@ -177,6 +186,10 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
         return _infer_up_on_stack(options, stack)
     store = options.store or str(pulumi_cli.PROJECT_DIR / "results" / "inference" /
                                  f"store-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    if "://" not in store:
+        store = str(Path(store).resolve())  # every node of the lab reads the same folder
+    with store_errors(store):  # the store answers before anything starts
+        open_storage(store, options.store_endpoint).names()
     lab_id = None
     if address:
         ray_address, driver_env = address, {}
@@ -187,12 +200,14 @@ def infer_up(options: ServiceOptions, lab: SpotLabConfig,
     token = secrets.token_urlsafe(32)
     try:
         with connected(ray_address, driver_env):
+            check_store_reaches_every_node(store)
             start_coordinator({**options.settings(store), "command_token": token,
                                "command_host": None if address else LAB_COMMAND_HOST},
                               on_demand=address is None)
         record = ServiceRecord(ray_address, driver_env, store, options.store_endpoint,
                                lab_id, time.time(), token)
-        published = read_endpoint(record.storage()) or {}  # written before it answered
+        with store_errors(store):
+            published = read_endpoint(record.storage()) or {}  # written before it answered
         record = replace(record, command_url=published.get("url"))
         record.save()
     except BaseException:
@@ -264,9 +279,15 @@ def infer_down() -> list[str]:
 
 
 def command(method: str, *args: Any) -> dict[str, Any]:
-    """One coordinator command over HTTP (no Ray driver): sent where the coordinator answered
-    last, else where the store says its current incarnation answers (a restarted coordinator
-    may be on another node or port); one line when none answers (restarting)."""
+    """One coordinator command over HTTP (no Ray driver), checked here as the coordinator
+    checks it: sent where the coordinator answered last, else where the store says its
+    current incarnation answers (a restarted coordinator may be on another node or port).
+    An endpoint gets the token only after proving it holds it; the URL that proved it and
+    answered becomes the record's. One line when none answers (restarting)."""
+    try:
+        parse_command(method, list(args))
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
     record = ServiceRecord.load()
     if not record.command_token:
         raise ServiceError("the service's record has no command token (an older infer-up "
@@ -277,17 +298,22 @@ def command(method: str, *args: Any) -> dict[str, Any]:
             return _send(record, record.command_url, method, list(args))
         except EndpointUnreachable as error:
             unanswered = error
-    published = read_endpoint(record.storage()) or {}
+    with store_errors(record.store):
+        published = read_endpoint(record.storage()) or {}
     url = published.get("url")
     if not url:
         raise ServiceError("the coordinator has published no command endpoint in the store "
                            f"{record.store} (not up: infer-down stopped it?)")
+    if not isinstance(url, str):
+        raise ServiceError(f"the store {record.store}: its endpoint record names no URL")
     if url != record.command_url:
-        replace(record, command_url=url).save()
         try:
-            return _send(record, url, method, list(args))
+            answer = _send(record, url, method, list(args))
         except EndpointUnreachable as error:
             unanswered = error
+        else:
+            replace(record, command_url=url).save()  # it proved itself and answered
+            return answer
     raise ServiceError(f"the coordinator (incarnation {published.get('incarnation')}) does "
                        f"not answer, restarting? try again in a few seconds: {unanswered}")
 
@@ -297,7 +323,8 @@ def _send(record: ServiceRecord, url: str, method: str, args: list[Any]) -> dict
     if record.stack is None:
         return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S)
     with _through_stack(record.stack, url) as local_url:
-        return send_command(local_url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S,
+                            connect_url=local_url)
 
 
 @contextmanager
@@ -339,27 +366,62 @@ def _pod_with_ip(config_file: Path, namespace: str, ip: str) -> str:
 
 
 def job_add(name: str, job: JobOptions) -> dict[str, Any]:
-    return command("job_add", name, *job.files(), job.batch_size)
+    try:
+        files = job.files()
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
+    return command("job_add", name, *files, job.batch_size)
 
 
 def files_put(local: Path, name: str) -> str:
     from workloads.inference.files import files_put as put
 
-    size = put(ServiceRecord.load().files(), local, name)
+    _check_store_name(name)
+    record = ServiceRecord.load()
+    with store_errors(record.store):
+        size = put(record.files(), local, name)
     return f"put {local} as {name} ({size} bytes)"
 
 
 def files_get(name: str, local: Path) -> str:
     from workloads.inference.files import files_get as get
 
-    size = get(ServiceRecord.load().files(), name, local)
+    _check_store_name(name)
+    record = ServiceRecord.load()
+    with store_errors(record.store):
+        size = get(record.files(), name, local)
     return f"got {name} into {local} ({size} bytes)"
+
+
+def _check_store_name(name: str) -> None:
+    try:
+        check_name("NAME", name)
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
 
 
 def files_ls() -> list[str]:
     from workloads.inference.files import files_ls as ls
 
-    return ls(ServiceRecord.load().files())
+    record = ServiceRecord.load()
+    with store_errors(record.store):
+        return ls(record.files())
+
+
+def files_demo(options: DemoOptions) -> list[str]:
+    """The demo's model, test set and labels (the small network on the held-out digits) as
+    local files for files-put; one line per file written."""
+    from workloads.inference.models import write_demo_files
+
+    try:
+        folder = options.folder()
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
+    try:
+        written = write_demo_files(folder, repeat=options.repeat)
+    except OSError as error:
+        raise ServiceError(f"--dir {str(folder)!r}: {one_line(error)}") from None
+    return [f"wrote {path} ({path.stat().st_size} bytes)" for path in written]
 
 
 # --- printing -------------------------------------------------------------------------------
@@ -404,11 +466,21 @@ def run_inference(options: InferenceOptions, lab: SpotLabConfig, address: str | 
                   stack: str | None = None, out: Path | None = None,
                   show: Callable[[str], None] = print) -> Path:
     """`invoke run-inference`: the experiment as one Ray Job on a new spot lab (or
-    --address/--stack), which brings the service up and down itself; figures drawn here."""
-    from launch.targets import run_workload
+    --address/--stack), which brings the service up and down itself; figures drawn here.
+    The store is one every node reaches: on the local lab `<results folder>/store` by its
+    absolute path (the lab's nodes share this machine), on a stack the job puts it beside
+    its results on the stack's bucket; an --address cluster needs --store unless all its
+    nodes are on one machine (the job checks)."""
+    from launch.targets import fresh_results_folder, run_workload
     from launch.workload import workload_run
     from workloads.inference.figures import draw
 
+    if not (address or stack):
+        out = fresh_results_folder(out, "inference")
+        if options.store is None:
+            options = replace(options, store=str(out / "store"))
+    if options.store is not None and "://" not in options.store:
+        options = replace(options, store=str(Path(options.store).resolve()))
     run = workload_run("inference", "workloads.inference", INFERENCE_SPEC, options)
     folder = run_workload(run, address, stack, out, show, lab=lab)
     draw(folder)

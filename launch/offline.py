@@ -22,7 +22,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from launch.stack_config import PROJECT_DIR
-from stacks.config import PROJECT, SpotburstConfig, parse_config
+from stacks.config import parse_config
+from stacks.config_types import PROJECT, SpotburstConfig
 
 MOCK_ACCOUNT = "123456789012"
 
@@ -105,6 +106,8 @@ class _CloudMocks(pulumi.runtime.Mocks):
             state["ipAddress"] = self._next_ip()
         elif args.typ == "aws:ec2/instance:Instance":
             state["privateIp"] = self._next_ip()
+        elif args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state["latestVersion"] = 1
         elif args.typ == "aws:elasticache/replicationGroup:ReplicationGroup":
             state["primaryEndpointAddress"] = (
                 f"master.{args.name}.mock.{self.region}.cache.amazonaws.com"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from launch.costs import CostEstimate, estimate_hourly_cost, load_price_table
 from launch.offline import DeclaredResource, OfflineRun, run_offline
 from launch.stack_config import read_stack_config
 from stacks import outputs
-from stacks.config import NODE_POOLS, with_admin_cidr_placeholder
+from stacks.config import with_admin_cidr_placeholder
+from stacks.config_types import NODE_POOLS
+from stacks.costs import CostEstimate, hourly_cost
+from vocab.prices import load_price_table
 
 _MULTI_LANGUAGE = ("eks:index:",)
 
@@ -17,7 +19,7 @@ def plan(stack: str) -> tuple[OfflineRun, CostEstimate, str | None]:
     """The offline run, its cost, and a note when a placeholder stood in for adminCidrs."""
     raw, note = with_admin_cidr_placeholder(read_stack_config(stack))
     run = run_offline(raw, stack)
-    return run, estimate_hourly_cost(run.resources, load_price_table()), note
+    return run, hourly_cost(run.config, load_price_table()), note
 
 
 def render_plan(run: OfflineRun, cost: CostEstimate, note: str | None = None) -> str:

@@ -1,12 +1,15 @@
 """A workload as a Ray Job on any cluster's dashboard address: submit it with the staged
-code as `runtime_env.working_dir`, stream its log, and return the log once it ends."""
+code as `runtime_env.working_dir`, stream its log (without Ray's own C++ crash output, which
+goes to a file: ray_trace_line), and return the log once it ends."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import re
 import shlex
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,10 +78,58 @@ def token_headers(token: str | None) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {token}"} if token else None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_SOURCE = re.compile(r"^\([^)]*\) ")  # Ray's "(raylet) " or "(task pid=1, ip=...) "
+_GLOG = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+ [IWEF] \d+ \d+\] (\([^)]*\) )?[\w.]+:\d+: ")
+_STARTS_TRACE = re.compile(
+    r"^(\*\*\* (SIG\w+ received at time=|Check failure stack trace|StackTrace Information"
+    r"|Aborted at)|PC: @\s+0x|@\s+0x[0-9a-f]+\s|\S*\(\S*\+0x[0-9a-f]+\) \[0x[0-9a-f]+\]"
+    r"|Raylet is terminated\.)|Check failed:")
+
+
+def ray_trace_line(line: str, in_block: bool) -> bool:
+    """Whether a line of a Ray Job's log belongs to a block of Ray's own C++ crash output:
+    a fatal signal's report (`*** SIGTERM received at time=... ***`, `PC: @ 0x...`), its
+    stack frames (`@ 0x... main`, `raylet(+0x45c44c) [0x...] ray::rpc::GrpcServer::Run()`),
+    a failed check (`Check failed: ...`, `*** StackTrace Information ***`) or the raylet's
+    death notice (`Raylet is terminated. ...`, then its indented last log lines), with
+    Ray's prefixes (colour codes, `(raylet) `, a glog header) or without. `in_block`: whether
+    the line before belonged to one; blank and indented lines continue a block."""
+    text = _ANSI.sub("", line)
+    text = _SOURCE.sub("", text)
+    if in_block and (not text.strip() or text.startswith(("    ", "\t"))):
+        return True
+    text = _GLOG.sub("", text.strip()).strip()
+    return bool(_STARTS_TRACE.search(text))
+
+
+class RayTraceDiverter:
+    """Hands a job's log lines to `show`, except Ray's crash output (ray_trace_line), which
+    goes to `path`; the first such line is announced to `show` once, with the path."""
+
+    def __init__(self, show: Callable[[str], None], path: Path) -> None:
+        self.show = show
+        self.path = path
+        self.in_block = False
+        self.diverted = 0
+
+    def __call__(self, line: str) -> None:
+        self.in_block = ray_trace_line(line, self.in_block)
+        if not self.in_block:
+            self.show(line)
+            return
+        if not self.diverted:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.show(f"(Ray's own crash output, C++ stack traces among it, is in {self.path})")
+        self.diverted += 1
+        with self.path.open("a") as out:
+            out.write(line + "\n")
+
+
 async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None],
                   watchdog: Watchdog) -> None:
-    """Show the job's log lines as they come, until the log ends; RunStalled once the job
-    printed no progress for the watchdog's timeout."""
+    """Show the job's log lines as they come, until the log ends; RunStalled once the
+    watchdog (shown the lines that reach the user) saw no progress for its timeout."""
     pending = ""
     chunks = client.tail_job_logs(job_id).__aiter__()
     # waited for without a timeout of its own: cancelling the log's generator would end it
@@ -97,11 +148,20 @@ async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str]
         *lines, pending = pending.split("\n")
         for line in lines:
             if not line.startswith(MARKER):
-                watchdog.saw(line)
                 show(line)
         watchdog.check()
     if pending and not pending.startswith(MARKER):
         show(pending)
+
+
+def without_ray_traces(lines: list[str]) -> list[str]:
+    """The lines that are not Ray's crash output (ray_trace_line)."""
+    kept, in_block = [], False
+    for line in lines:
+        in_block = ray_trace_line(line, in_block)
+        if not in_block:
+            kept.append(line)
+    return kept
 
 
 def run_job(
@@ -114,10 +174,14 @@ def run_job(
     token: str | None = None,
     python: str = "python",
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    trace_log: Path | None = None,
 ) -> str:
     """Submit `<python> <command>` and stream its log until it ends; returns the whole log.
     `requirements` (pinned) are pip-installed into the job's environment on the cluster.
-    Raises JobFailed (with the log's tail) unless the job succeeded."""
+    Ray's own crash output (C++ stack traces of a node that died, see ray_trace_line) goes
+    to `trace_log` (default: a file named after the job in the temp dir) instead of `show`,
+    which is told once where. Raises JobFailed (with the log's tail) unless the job
+    succeeded."""
     use_token_auth_if_available()
     try:
         client = JobSubmissionClient(address, headers=token_headers(token))
@@ -129,8 +193,15 @@ def run_job(
         runtime_env["pip"] = {"packages": requirements, "pip_check": False}
     job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     show(f"submitted Ray job {job_id} to {address}")
+    traces = trace_log or Path(tempfile.gettempdir()) / f"spotburst-{job_id}-ray-traces.log"
+    watchdog = Watchdog(stall_timeout_s)
+
+    def shown(line: str) -> None:
+        watchdog.saw(line)
+        show(line)
+
     try:
-        asyncio.run(_follow(client, job_id, show, Watchdog(stall_timeout_s)))
+        asyncio.run(_follow(client, job_id, RayTraceDiverter(shown, traces), watchdog))
     except BaseException:  # Ctrl-C, SIGTERM or a lost stream: the job must not run on
         with interrupts_ignored(), contextlib.suppress(Exception):  # a cluster gone too
             if client.stop_job(job_id):
@@ -139,6 +210,7 @@ def run_job(
     status = wait_for_end(lambda: client.get_job_status(job_id))
     log = client.get_job_logs(job_id)
     if status != JobStatus.SUCCEEDED:
-        tail = "\n".join(line for line in log.splitlines()[-20:] if not line.startswith(MARKER))
+        lines = [line for line in log.splitlines() if not line.startswith(MARKER)]
+        tail = "\n".join(without_ray_traces(lines)[-20:])
         raise JobFailed(f"Ray job {job_id} ended {status} (its log is above)", tail)
     return log

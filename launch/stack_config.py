@@ -1,19 +1,23 @@
 """A stack's raw config, read from `Pulumi.<stack>.yaml` as the Pulumi engine would hand it to
-the program. Plain YAML: no Pulumi import, nothing patched (`invoke up` reads it)."""
+the program. Plain YAML only (safe loading: no tag builds a Python object); no Pulumi import,
+nothing patched (`invoke up` reads it). A file that is not such YAML, or whose `config` is
+not a mapping of keys, is one ConfigError naming the file (and the key, where there is one).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from vocab.errors import UserError
+from stacks.fields import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
-class StackConfigMissing(UserError, FileNotFoundError):
+class StackConfigMissing(ConfigError, FileNotFoundError):
     """The stack has no config file."""
 
 
@@ -26,8 +30,105 @@ def read_stack_config(stack: str) -> dict[str, str]:
     path = stack_config_file(stack)
     if not path.exists():
         raise StackConfigMissing(f"no config for stack {stack!r}: {path} does not exist")
-    document = yaml.safe_load(path.read_text()) or {}
-    values = document.get("config") or {}
+    return read_config_file(path)
+
+
+def read_config_file(path: Path) -> dict[str, str]:
+    """The `config:` mapping of a stack config file: `namespace:key` -> its value, a string as
+    written or the JSON of anything else (lists, objects, numbers, booleans)."""
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        reason = f"{error.reason} at byte {error.start}"
+        raise ConfigError(f"{name}: not UTF-8 text ({reason})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        raise ConfigError(_yaml_error(name, text, error)) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{name}: not valid YAML: {' '.join(str(error).split())}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"{name}: {_kind(document)} at the top is not allowed; expected a mapping with a "
+            "`config:` key"
+        )
+    values = document.get("config")
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(
+            f"{name}: config: {_kind(values)} is not allowed; expected a mapping of keys such "
+            "as `spotburst:experiments: [doll]`"
+        )
+    for key in values:
+        if not isinstance(key, str):
+            raise ConfigError(
+                f"{name}: config key {key!r} is not allowed; expected a name such as "
+                "spotburst:experiments"
+            )
     return {
-        key: value if isinstance(value, str) else json.dumps(value) for key, value in values.items()
+        key: value if isinstance(value, str) else json.dumps(value, default=str)
+        for key, value in values.items()
     }
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    return repr(value) if isinstance(value, int | float | bool) else type(value).__name__
+
+
+def _yaml_error(name: str, text: str, error: yaml.MarkedYAMLError) -> str:
+    """One line: the file, where (line and column; for a forbidden tag, the key), what."""
+    mark = error.problem_mark or error.context_mark
+    if mark is None:
+        return f"{name}: not valid YAML: {' '.join(str(error).split())}"
+    where = f"{name} line {_at(mark)}"
+    if isinstance(error, yaml.constructor.ConstructorError):
+        key = _key_at(text, mark.index)
+        tag = (error.problem or "").rsplit("tag ", 1)[-1].strip("'")
+        tag = tag.replace("tag:yaml.org,2002:", "!!")
+        return (
+            f"{where}: {key + ': ' if key else ''}the tag {tag} is not allowed; plain YAML "
+            "values only (strings, numbers, booleans, lists, mappings)"
+        )
+    context = ""
+    if error.context and error.context_mark is not None and error.context_mark is not mark:
+        context = f" ({error.context} from line {_at(error.context_mark)})"
+    return f"{where}: not valid YAML: {error.problem or error.context}{context}"
+
+
+def _at(mark: yaml.Mark) -> str:
+    return f"{mark.line + 1}, column {mark.column + 1}"
+
+
+def _key_at(text: str, index: int) -> str | None:
+    """The config key (`spotburst:doll.workerGroups[0].cpu`) whose value holds `index`."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    path: list[str] = []
+    node = root
+    while isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        if isinstance(node, yaml.MappingNode):
+            children = [(str(key.value), value) for key, value in node.value]
+        else:
+            children = [(f"[{i}]", value) for i, value in enumerate(node.value)]
+        found = [
+            (label, value)
+            for label, value in children
+            if value.start_mark.index <= index <= value.end_mark.index
+        ]
+        if not found:
+            break
+        label, node = found[0]
+        path.append(label)
+    if path[:1] == ["config"]:
+        path = path[1:]
+    if not path:
+        return None
+    return path[0] + "".join(part if part.startswith("[") else f".{part}" for part in path[1:])

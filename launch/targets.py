@@ -18,7 +18,7 @@ from launch import pulumi_cli
 from launch.port_forward import port_forward, private_file, read_secret
 from launch.ray_jobs import ClusterUnreachable, run_job
 from launch.requirements import pinned_requirements
-from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
 from launch.workload import WorkloadRun
 from netem.lab.processes import MARKER_ENV, marked_pids
@@ -34,6 +34,8 @@ from workloads.common.storage import LocalStorage, copy_all, open_storage
 from workloads.common.transport import find_in_log
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
+RAY_TRACES = "ray-traces.log"
+"""<out>/ray-traces.log: Ray's own crash output during the run, kept out of the terminal."""
 LAB_RECORD = "spotlab"  # <out>/spotlab/{config.json,events.jsonl}: the lab a run had
 TOKEN_KEY = "auth_token"  # the key KubeRay's token Secret holds the Ray token under
 
@@ -83,7 +85,7 @@ def run_workload(
     elif lab is not None:
         run_on_spot_lab(run, lab, local_out, show, stall_timeout_s)
     else:
-        run_local(run, local_out, show)
+        run_local(run, local_out, show, stall_timeout_s)
     return local_out
 
 
@@ -99,24 +101,33 @@ def fresh_results_folder(out: Path | None, workload: str) -> Path:
 LOCAL_RUN_TIMEOUT_S = 24 * 3600.0
 
 
-def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = print) -> None:
+def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = print,
+              stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> None:
     """The workload in a child process here; its `ray.init()` starts a Ray for the run. The
     child and every Ray process it starts carry a marker of this run, so whatever is left of
-    them when it ends (by itself, by Ctrl-C, by an error) is found and stopped: Ray's agents
-    outlive a driver that was interrupted."""
+    them when it ends (by itself, by Ctrl-C, by an error, by the watchdog) is found and
+    stopped: Ray's agents outlive a driver that was interrupted."""
+    watchdog = Watchdog(stall_timeout_s)
+
+    def shown(line: str) -> None:
+        watchdog.saw(line)
+        show(line)
+
     inputs = {flag: str(path.resolve()) for flag, path in run.inputs.items()}
     command = [sys.executable, *run.command(str(local_out), "local", inputs)]
     marker = f"run-{secrets.token_hex(4)}"
     try:
-        code, _ = procs.follow(command, show, timeout_s=LOCAL_RUN_TIMEOUT_S,
+        code, _ = procs.follow(command, shown, timeout_s=LOCAL_RUN_TIMEOUT_S,
+                               stalled=lambda: watchdog.remaining_s() <= 0,
                                name=run.module, env={MARKER_ENV: marker, "PYTHONUNBUFFERED": "1"},
                                cwd=PROJECT_DIR)
     finally:
         with procs.interrupts_ignored():
             left = marked_pids(marker)
-            procs.stop_pids(left, grace_s=5.0)
+            procs.stop_marked(left, marker, grace_s=5.0)
             note_removed(f"the local run of {run.module} and its Ray"
                          f"{f' ({len(left)} processes left, stopped)' if left else ''}")
+    watchdog.check()
     if code != 0:
         raise RunFailed(f"{run.module} exited with status {code} (its output is above)")
 
@@ -171,7 +182,7 @@ def run_remote(
         log = run_job(
             remote.address, folder, command, env, show,
             requirements=requirements, token=remote.token, python=python,
-            stall_timeout_s=stall_timeout_s,
+            stall_timeout_s=stall_timeout_s, trace_log=local_out / RAY_TRACES,
         )
     destination = LocalStorage(local_out)
     if remote.bucket:

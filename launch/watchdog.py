@@ -5,6 +5,7 @@ other failure.
 Progress is a line the workload printed itself. Ray's own chatter does not count: a run whose
 workers can never be placed logs the autoscaler's "No available node types can fulfill
 resource requests" every minute forever, and a cluster losing nodes logs raylet warnings.
+(Ray's C++ crash output never reaches the watchdog: `launch.ray_jobs` diverts it first.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ _RAY_CHATTER = re.compile(
     r"\((autoscaler|raylet|gcs_server|monitor|dashboard)\b"  # Ray daemons' lines, prefixed
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\s+(DEBUG|INFO|WARNING|ERROR)\b"  # Ray's log format
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z] \d+ \d+\]"  # Ray's C++ log format
-    r"|\*\*\* |@ +0x|    @ "  # C++ stack traces
     r"|$)"
 )
 

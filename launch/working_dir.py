@@ -9,7 +9,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-CODE_PACKAGES = ("workloads", "netem", "launch")
+from workloads.common.input_files import InputFileError
+
+CODE_PACKAGES = ("workloads", "vocab", "procs", "netem", "launch")
+"""What a workload may import of the project's own code (the layers it sits on), shipped as
+the job's working dir: a cluster has nothing of the project installed."""
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
 
 
@@ -33,7 +37,7 @@ def staged_working_dir(
                 relative[flag] = staged.as_posix()
                 continue
             if not path.is_file():
-                raise FileNotFoundError(f"{flag} {path}: no such file")
+                raise InputFileError(f"{flag}: {path}: no such file")
             (root / staged).parent.mkdir(parents=True)
             shutil.copy2(path, root / staged)
             relative[flag] = staged.as_posix()

@@ -1,24 +1,31 @@
-"""The one process helper: start a process, wait for its ready line, stop it by PID.
+"""The one process helper: start a process, wait for its ready line, stop what was started.
 
 Used by the labs (Ray nodes, moto_server), the launcher's tunnels (kubectl port-forward,
-the SSM plugin) and the tests alike. Only processes that were started here are stopped,
-always by PID: never by name, never with Ray's stop-every-Ray-process command.
+the SSM plugin) and the tests alike. A process is stopped only when it is ours, provably: a
+live child whose handle the caller holds (`stop`, `stop_children`), or a process that
+carries the owner's marker in its environment (`stop_marked`; MARKER_ENV). A PID read from a
+file is never enough: by now it may name anyone's process. Never by name, never with Ray's
+stop-every-Ray-process command.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import select
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from vocab.errors import RunFailed
 
 POLL_S = 0.05
+STALL_CHECK_S = 0.5
 
 
 class ProcessNotReady(RunFailed, RuntimeError):
@@ -65,28 +72,36 @@ def spawn(
 
 
 @contextmanager
-def killed_after(process: subprocess.Popen[str], timeout_s: float) -> Iterator[threading.Event]:
-    """Kill `process` if the block is still running `timeout_s` from now (with the processes
-    it started, when it leads a session of its own, as `spawn` starts it: one of them may hold
-    its output pipe open); yields an event that is set when it was killed so."""
-    timed_out = threading.Event()
+def killed_after(
+    process: subprocess.Popen[str], timeout_s: float, stalled: Callable[[], bool] | None = None
+) -> Iterator[threading.Event]:
+    """Kill `process` if the block is still running `timeout_s` from now, or earlier once
+    `stalled()` says so (checked every STALL_CHECK_S), with the processes it started when it
+    leads a session of its own, as `spawn` starts it (one of them may hold its output pipe
+    open); yields an event that is set when it was killed so."""
+    given_up = threading.Event()
+    done = threading.Event()
+    deadline = time.monotonic() + timeout_s
 
-    def give_up() -> None:
-        timed_out.set()
-        try:
-            if os.getpgid(process.pid) == process.pid:
-                os.killpg(process.pid, signal.SIGKILL)
-            else:
-                process.kill()
-        except ProcessLookupError:
-            pass
+    def watch() -> None:
+        while not done.wait(min(STALL_CHECK_S, max(deadline - time.monotonic(), 0.0))):
+            if time.monotonic() >= deadline or (stalled is not None and stalled()):
+                given_up.set()
+                try:
+                    if os.getpgid(process.pid) == process.pid:
+                        os.killpg(process.pid, signal.SIGKILL)
+                    else:
+                        process.kill()
+                except ProcessLookupError:
+                    pass
+                return
 
-    timer = threading.Timer(timeout_s, give_up)
-    timer.start()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
-        yield timed_out
+        yield given_up
     finally:
-        timer.cancel()
+        done.set()
 
 
 def wait_for_line(
@@ -156,16 +171,18 @@ def follow(
     name: str,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    stalled: Callable[[], bool] | None = None,
 ) -> tuple[int, list[str]]:
     """Run `argv` to its end (stderr merged into stdout), calling `on_line` with each output
     line, newline stripped, as it comes; return (exit code, lines). Past `timeout_s` the
-    process is killed, silent or not, and TimeoutError carries its last lines; it is stopped
-    by PID on any way out."""
+    process is killed, silent or not, and TimeoutError carries its last lines; once
+    `stalled()` says so it is killed too, and its exit code returned (the caller says why);
+    it is stopped by PID on any way out."""
     process = spawn(argv, env=env, cwd=cwd, merge_stderr=True)
     assert process.stdout is not None
     lines: list[str] = []
     try:
-        with killed_after(process, timeout_s) as timed_out:
+        with killed_after(process, timeout_s, stalled) as timed_out:
             for raw in process.stdout:
                 line = raw.rstrip("\n")
                 lines.append(line)
@@ -173,10 +190,29 @@ def follow(
             process.wait()
     finally:
         stop(process)
-    if timed_out.is_set():
+    if timed_out.is_set() and not (stalled is not None and stalled()):
         tail = "\n".join(lines[-60:])
         raise TimeoutError(f"{name} did not end within {timeout_s:g} s; its last lines:\n{tail}")
     return process.returncode, lines
+
+
+GIST_CHARS = 160
+_TELLING = re.compile(r"(\b\w*(Error|Exception)\b|Check failed|timed out|[Ff]ailed|[Ff]atal"
+                      r"|[Kk]illed|Aborted|No space|refused)")
+
+
+def log_gist(log_path: Path) -> str:
+    """What a process's log says went wrong, in a few words: its last line that names an
+    error (an exception's message, a failed check, a timeout), else its last line; at most
+    GIST_CHARS characters, "" when the log is empty or unreadable."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [line for line in lines if line and not line.startswith(("File \"", "^", "~"))]
+    telling = [line for line in lines if _TELLING.search(line)]
+    gist = (telling or lines or [""])[-1]
+    return gist if len(gist) <= GIST_CHARS else gist[:GIST_CHARS - 3] + "..."
 
 
 def log_tail(log_path: Path, lines: int = 15) -> str:
@@ -201,23 +237,130 @@ def is_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def stop_pids(pids: Iterable[int], grace_s: float = 10.0, kill_wait_s: float = 5.0) -> set[int]:
-    """SIGTERM, wait up to `grace_s`, then SIGKILL; returns the PIDs still alive after that."""
-    remaining = {pid for pid in pids if is_alive(pid)}
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
-        for pid in remaining:
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot), None if it is gone: with the PID, names
+    one process for good (a PID alone may be reused)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+MARKER_ENV = "SPOTBURST_LAB"
+"""The environment variable that marks a lab's processes: `<lab id>` or `<lab id>/<part>`
+(Ray passes a node's environment on to its daemons and workers)."""
+
+
+def marker_of(pid: int) -> str | None:
+    """The value of MARKER_ENV in `pid`'s environment; None if it has none or is gone."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = f"{MARKER_ENV}=".encode()
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return None
+
+
+def carries_marker(pid: int, owner: str) -> bool:
+    """`pid` carries `owner`'s marker: MARKER_ENV is `owner` or `owner/<part>`."""
+    value = marker_of(pid)
+    return value is not None and (value == owner or value.startswith(owner + "/"))
+
+
+def marked_pids(owner: str) -> set[int]:
+    """Live processes that carry `owner`'s marker, but never this one (a lab's own process,
+    a job's driver say, may remove its lab without stopping itself)."""
+    return {int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and int(entry.name) != os.getpid()
+            and carries_marker(int(entry.name), owner)}
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What `stop_marked` did with each PID it was given."""
+
+    stopped: frozenset[int]
+    """Carried the marker, were signalled and are gone."""
+    left: frozenset[int]
+    """Carried the marker and still run after SIGKILL."""
+    not_ours: frozenset[int]
+    """Alive without the marker: never signalled (a recorded PID that names another process
+    by now)."""
+
+
+def stop_marked(pids: Iterable[int], owner: str, grace_s: float = 10.0,
+                kill_wait_s: float = 5.0) -> Stopped:
+    """Stop the processes among `pids` that carry `owner`'s marker (see carries_marker):
+    SIGTERM, `grace_s` to end, then SIGKILL. A PID without the marker is never signalled, and
+    the marker is read after a pidfd is held, so a PID reused between the check and the
+    signal cannot be hit: the signal goes through the pidfd, to the process checked or to
+    none. PIDs of processes already gone are in none of the returned sets."""
+    handles: dict[int, int] = {}
+    not_ours = set()
+    try:
+        for pid in set(pids):
             try:
-                os.kill(pid, sig)
+                handle = os.pidfd_open(pid)
+            except (ProcessLookupError, OSError):
+                continue  # gone
+            if _ended(handle):
+                os.close(handle)
+            elif carries_marker(pid, owner):
+                handles[pid] = handle
+            else:
+                os.close(handle)
+                not_ours.add(pid)
+        remaining = set(handles)
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+            for pid in remaining:
+                try:
+                    signal.pidfd_send_signal(handles[pid], sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait_s
+            while True:
+                remaining = {pid for pid in remaining if not _ended(handles[pid])}
+                if not remaining or time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_S)
+            if not remaining:
+                break
+        return Stopped(stopped=frozenset(set(handles) - remaining), left=frozenset(remaining),
+                       not_ours=frozenset(not_ours))
+    finally:
+        for handle in handles.values():
+            os.close(handle)
+
+
+def _ended(handle: int) -> bool:
+    """The process behind the pidfd has exited (a child of ours is left for its owner's
+    handle to reap, which keeps its exit status)."""
+    return bool(select.select([handle], [], [], 0)[0])
+
+
+def stop_children(processes: Iterable[subprocess.Popen[str]], grace_s: float = 10.0,
+                  kill_wait_s: float = 5.0) -> None:
+    """Stop processes started here, by their handles, together: SIGTERM to all, `grace_s`
+    for all of them to end, then SIGKILL to the rest; reaps them."""
+    running = [process for process in processes if process.poll() is None]
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        for process in running:
+            try:
+                process.send_signal(sig)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait_s
-        while remaining and time.monotonic() < deadline:
-            remaining = {pid for pid in remaining if is_alive(pid)}
-            if remaining:
-                time.sleep(POLL_S)
-        if not remaining:
-            break
-    return remaining
+        while True:
+            running = [process for process in running if process.poll() is None]
+            if not running or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        if not running:
+            return
 
 
 def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes], grace_s: float = 10.0) -> None:

@@ -16,6 +16,7 @@ from spotlab.state import SpotLabNotFound, recorded_lab_ids
 if TYPE_CHECKING:
     from spotlab.lab import (
         SpotLab,
+        SpotLabStartFailed,
         SpotLabTeardownError,
         interrupt,
         lab_status,
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
         stop_lab,
     )
 
-_FROM_LAB = frozenset({"SpotLab", "SpotLabTeardownError", "interrupt", "lab_status",
-                       "running_lab", "spot_lab", "start_lab", "stop_lab"})
+_FROM_LAB = frozenset({"SpotLab", "SpotLabStartFailed", "SpotLabTeardownError", "interrupt",
+                       "lab_status", "running_lab", "spot_lab", "start_lab", "stop_lab"})
 
 
 def __getattr__(name: str) -> Any:
@@ -40,6 +41,7 @@ __all__ = [
     "SpotLabConfig",
     "SpotLabConfigError",
     "SpotLabNotFound",
+    "SpotLabStartFailed",
     "SpotLabTeardownError",
     "interrupt",
     "lab_status",

@@ -6,6 +6,12 @@ session token (400 without a valid TTL); `GET /latest/meta-data/spot/instance-ac
 `{"action": "terminate", "time": "...Z"}`; a missing, unknown or expired token gets 401, as
 on EC2. Served on loopback, one port per node, from a thread of the lab's supervisor.
 
+Bounded, as a process that lives as long as the lab: a connection that has not sent its
+whole request within READ_TIMEOUT_S is closed (its thread freed), at most MAX_CONNECTIONS are
+served at once (more are closed at once), and at most MAX_TOKENS tokens are valid at a time:
+a new one past that retires the oldest (whose holder gets 401 and asks again, as the watcher
+does after any 401).
+
 For the watcher's tests the endpoint can also answer slowly (`delay_s`) or with a body that
 is not a notice (`raw_body`).
 """
@@ -18,6 +24,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from vocab.spot import (
     IMDS_INSTANCE_ACTION_PATH,
@@ -28,6 +35,9 @@ from vocab.spot import (
 )
 
 MAX_TOKEN_TTL_S = 21600
+READ_TIMEOUT_S = 2.0
+MAX_CONNECTIONS = 32
+MAX_TOKENS = 64
 
 
 def notice_time(epoch_s: float) -> str:
@@ -47,6 +57,8 @@ class NoticeEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = READ_TIMEOUT_S  # a request line or header not sent by then: closed
+
             def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
                 endpoint._pause()
                 if self.path != IMDS_TOKEN_PATH:
@@ -82,8 +94,7 @@ class NoticeEndpoint:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _BoundedServer((host, port), Handler)
         self.port: int = self._server.server_address[1]
         self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(
@@ -134,8 +145,20 @@ class NoticeEndpoint:
         with self._lock:
             now = time.monotonic()
             self._tokens = {t: exp for t, exp in self._tokens.items() if exp > now}
+            while len(self._tokens) >= MAX_TOKENS:
+                del self._tokens[next(iter(self._tokens))]  # the oldest (insertion order)
             self._tokens[token] = now + ttl_s
         return token
+
+    @property
+    def tokens_held(self) -> int:
+        with self._lock:
+            return len(self._tokens)
+
+    @property
+    def connections(self) -> int:
+        """Connections being served now."""
+        return self._server.active
 
     def _token_valid(self, token: str | None) -> bool:
         with self._lock:
@@ -145,3 +168,40 @@ class NoticeEndpoint:
     def _instance_action(self) -> bytes | None:
         with self._lock:
             return self.raw_body if self.raw_body is not None else self._notice
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS at a time: one past that is closed
+    without an answer."""
+
+    daemon_threads = True
+    request_queue_size = MAX_CONNECTIONS  # the listen backlog: a burst is accepted, not retried
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._count_lock = threading.Lock()
+        self.active = 0
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        with self._count_lock:
+            self.active += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._count_lock:
+            self.active -= 1
+        self._slots.release()

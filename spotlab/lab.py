@@ -4,7 +4,30 @@
 `invoke spot-lab-up` and `spot-lab-down` call from separate processes (through the state
 file). A lab is one supervisor process (spotlab.supervisor) that owns the lab's Ray nodes and
 drives their preemptions; starting a lab spawns it and waits for its ready line, stopping
-a lab sends it SIGTERM, then removes by PID and by marker anything it left.
+a lab sends it SIGTERM, then removes anything it left that carries the lab's marker
+(`procs.stop_marked`): never a process only because its PID was recorded.
+
+Ports. The lab binds to 127.0.0.1 whatever Ray 2.60 lets it: the dashboard and Jobs API
+(`--dashboard-host`) and every notice endpoint; the nodes' Prometheus exporters are off
+(RAY_enable_metrics_collection=0). Ray 2.60 gives no way to bind the rest to loopback. On a
+host with a routable interface `ray start` replaces `--node-ip-address=127.0.0.1` by the
+host's outward address (ray/scripts/scripts.py:855, `services.resolve_ip_for_localhost`,
+ray/_private/services.py:799-801: "Make sure localhost isn't resolved to the loopback ip"),
+and each server keeps to loopback only when the node's address is loopback, so these listen
+beyond it (each node's ports are recorded by role in the state file):
+- the GCS, the raylet's node manager and object manager, every Ray worker process: all
+  interfaces (C++ gRPC, src/ray/rpc/grpc_server.cc `GrpcServer::Run`:
+  `listen_to_localhost_only_ ? "127.0.0.1:" : "0.0.0.0:"`);
+- the dashboard agent: its gRPC port on all interfaces (ray/dashboard/agent.py:164-166,
+  `get_all_interfaces_ip()`), its HTTP port on the node's address and 127.0.0.1
+  (ray/dashboard/http_server_agent.py:54-66);
+- the runtime-env agent: the node's address (ray/_private/runtime_env/agent/main.py:244-248);
+- the Ray Client server on the head: the node's address and 127.0.0.1
+  (ray/util/client/server/server.py:799-801); a head always starts it (a port below 1024,
+  e.g. 0, is refused: ray/_private/parameter.py:405-412);
+- on the head, the dashboard's and the autoscaler's Prometheus servers, on all interfaces and
+  fixed ports 44227 and 44217 (ray/dashboard/head.py:361, ray/autoscaler/_private/
+  monitor.py:204-209), without a token; they serve metrics only.
 """
 
 from __future__ import annotations
@@ -23,10 +46,19 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from netem.lab.processes import MARKER_ENV, marked_pids
+from procs import MARKER_ENV
+from procs.journal import note_removed
 from spotlab.config import SpotLabConfig
-from spotlab.state import load_state, save_state, state_path
-from spotlab.supervisor import READY_LINE, lab_env, node_marker
+from spotlab.state import (
+    condition,
+    load_state,
+    node_marker,
+    other_labs,
+    save_state,
+    starter_identity,
+    state_path,
+)
+from spotlab.supervisor import FAILED_LINE, READY_LINE, lab_env
 from vocab.errors import RunFailed
 
 START_TIMEOUT_S = 600.0
@@ -35,6 +67,11 @@ Progress = Callable[[str], None]
 
 class SpotLabTeardownError(RunFailed, RuntimeError):
     """Something the lab created is still there; its state file is kept for a retry."""
+
+
+class SpotLabStartFailed(procs.ProcessNotReady):
+    """The lab did not come up: one line naming the node, the gist of its log and where the
+    lab's logs are kept; everything the lab started is removed by then."""
 
 
 def print_progress(message: str) -> None:
@@ -69,39 +106,89 @@ class SpotLab:
 
 
 def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> SpotLab:
-    """Bring a lab up and leave it running; on failure or Ctrl-C, remove it again."""
+    """Bring a lab up and leave it running. If it does not come up, SpotLabStartFailed says
+    why in one line (which node, the gist of its log, where the lab's logs were kept) once
+    everything it started is removed; on Ctrl-C it is removed too."""
     lab_id = secrets.token_hex(3)
     temp_dir = Path(tempfile.gettempdir()) / f"sbs-{lab_id}"
     state: dict[str, Any] = {"lab_id": lab_id, "config": config.to_dict(),
                              "temp_dir": str(temp_dir), "supervisor_pid": None, "up": False,
-                             "nodes": []}
+                             "starter": starter_identity(), "nodes": []}
     supervisor: subprocess.Popen[str] | None = None
     progress(f"starting spot lab {lab_id}: head + {config.on_demand} on-demand + "
              f"{config.learner} learner + {config.spot} spot nodes")
     try:
         with procs.sigterm_raises_interrupt():
             save_state(state)  # the temp dir is recorded before it exists
-            temp_dir.mkdir(mode=0o700)
+            try:
+                temp_dir.mkdir(mode=0o700)
+            except FileExistsError:
+                state["temp_dir"] = None  # not ours: never removed
+                save_state(state)
+                raise
             (temp_dir / "logs").mkdir()
             (temp_dir / "interrupts").mkdir()
             token = temp_dir / "ray_auth_token"
             token.touch(mode=0o600)
             token.write_text(secrets.token_hex(32))
             log = temp_dir / "logs" / "supervisor.log"
+            # From here on the supervisor alone writes the state file.
             supervisor = procs.spawn(
                 [sys.executable, "-m", "spotlab", lab_id],
                 env={**lab_env(temp_dir), MARKER_ENV: node_marker(lab_id, "supervisor")},
                 log_path=log,
             )
-            procs.wait_for_file_line(supervisor, log, READY_LINE, timeout_s=START_TIMEOUT_S,
-                                     name=f"spot lab {lab_id}")
+            _wait_until_up(supervisor, log)
         lab = running_lab(lab_id)
         progress(f"spot lab {lab_id} is up: Ray at {lab.ray_address}")
         return lab
-    except BaseException:
+    except BaseException as error:
+        kept = keep_logs(temp_dir, lab_id) if isinstance(error, _NotUp) else None
         progress(f"spot lab {lab_id} did not come up: removing what it created")
         stop_lab(lab_id, progress=progress, supervisor=supervisor)
+        if isinstance(error, _NotUp):
+            where = f"its logs are kept in {kept}" if kept else "it left no logs"
+            raise SpotLabStartFailed(f"spot lab {lab_id} did not come up: {error}; "
+                                     f"{where}") from None
         raise
+
+
+class _NotUp(Exception):
+    """Why the supervisor did not report the lab up, in a few words."""
+
+
+def _wait_until_up(supervisor: subprocess.Popen[str], log: Path) -> None:
+    """Until the supervisor's log says the lab is up; _NotUp with its reason if it says the
+    lab failed, ends without saying, or says nothing within START_TIMEOUT_S."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+            if line.startswith(READY_LINE):
+                return
+            if line.startswith(FAILED_LINE):
+                raise _NotUp(line.removeprefix(FAILED_LINE).strip())
+        if supervisor.poll() is not None:
+            raise _NotUp(f"its supervisor exited {supervisor.returncode}: "
+                         f"{procs.log_gist(log)}")
+        if time.monotonic() > deadline:
+            raise _NotUp(f"not up within {START_TIMEOUT_S:g} s: {procs.log_gist(log)}")
+        time.sleep(procs.POLL_S)
+
+
+def keep_logs(temp_dir: Path, lab_id: str) -> Path | None:
+    """Copy the lab's logs (each node's `ray start` output and its Ray session logs) to a
+    folder that outlives the lab's teardown; returns it (None when there was nothing)."""
+    if not (temp_dir / "logs").is_dir():
+        return None
+    kept = Path(tempfile.gettempdir()) / f"sbs-{lab_id}-logs"
+    shutil.copytree(temp_dir / "logs", kept, dirs_exist_ok=True)
+    for session in temp_dir.glob("*/session_latest/logs"):
+        node = session.parents[1].name
+        try:
+            shutil.copytree(session, kept / f"{node}-ray", dirs_exist_ok=True)
+        except (shutil.Error, OSError):
+            pass  # a log that vanished mid-copy: the rest is still worth keeping
+    return kept
 
 
 @contextmanager
@@ -116,7 +203,7 @@ def spot_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Iter
 
 
 def running_lab(lab_id: str | None = None) -> SpotLab:
-    state = load_state(lab_id)
+    state = load_state(lab_id, prefer_live=True)
     description = state.get("description")
     if not state.get("up") or description is None:
         raise RuntimeError(f"spot lab {state['lab_id']} is not up (starting, or it failed)")
@@ -133,75 +220,104 @@ def running_lab(lab_id: str | None = None) -> SpotLab:
 def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
              supervisor: subprocess.Popen[str] | None = None,
              save_events: Path | None = None) -> list[str]:
-    """Remove a lab: its supervisor (which stops its nodes), anything left of them by PID and
-    marker, its temp dir and its state file. Returns what was removed. Ctrl-C is ignored
-    meanwhile, so a second Ctrl-C cannot leave half a lab."""
+    """Remove a lab: its supervisor (which stops its nodes), anything left of them, its temp
+    dir and its state file. Returns what was removed. A process is stopped only through the
+    `supervisor` handle or when it carries the lab's marker: a recorded PID without it (a
+    stale record: the supervisor died, the PID names another process by now) is reported and
+    left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave half a lab."""
     with procs.interrupts_ignored():
         state = load_state(lab_id)
         lab_id = state["lab_id"]
+        nodes = len(state.get("nodes", []))
         config = SpotLabConfig.from_dict(state["config"])
-        temp_dir = Path(state["temp_dir"])
-        if save_events is not None and (temp_dir / "events.jsonl").exists():
+        temp_dir = Path(state["temp_dir"]) if state.get("temp_dir") else None
+        if save_events is not None and temp_dir and (temp_dir / "events.jsonl").exists():
             save_events.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(temp_dir / "events.jsonl", save_events)
-        removed: list[str] = []
-        supervisor_pid = supervisor.pid if supervisor is not None else state["supervisor_pid"]
-        if supervisor_pid is not None and procs.is_alive(supervisor_pid):
-            progress(f"stopping spot lab {lab_id}")
-            # Its teardown: workers drain up to the warning, then the head.
-            procs.stop_pids([supervisor_pid], grace_s=2 * config.warning_s + 60.0)
-            removed.append(f"supervisor pid {supervisor_pid}")
-        if supervisor is not None:
-            supervisor.poll()
+        removed = _stop_supervisor(state, supervisor, config, progress)
         state = load_state(lab_id)  # the supervisor may have added nodes meanwhile
-        pids = _lab_pids(state)
-        if pids:
-            progress(f"stopping {len(pids)} processes the supervisor left")
-        left = procs.stop_pids(pids, grace_s=5.0)
-        removed += [f"pid {pid}" for pid in sorted(pids - left)]
-        removed += [f"node {node['name']} (pid {node['pid']})" for node in state["nodes"]
-                    if node["pid"] is not None]
-        if temp_dir.exists():
+        recorded = {int(node["pid"]): node["name"] for node in state.get("nodes", [])
+                    if node.get("pid") is not None}
+        left = procs.stop_marked(set(recorded) | procs.marked_pids(lab_id), lab_id, grace_s=5.0)
+        for pid in sorted(left.not_ours):
+            progress(f"node {recorded.get(pid)}: recorded pid {pid} is no longer the lab's "
+                     f"(no marker): left alone")
+        if left.stopped:
+            progress(f"stopped {len(left.stopped)} processes the supervisor left")
+        removed += [f"pid {pid}" + (f" (node {recorded[pid]})" if pid in recorded else "")
+                    for pid in sorted(left.stopped)]
+        if temp_dir is not None and temp_dir.exists():
             shutil.rmtree(temp_dir, ignore_errors=True)
             removed.append(f"directory {temp_dir}")
-        leftovers = [f"pid {pid}" for pid in sorted(_lab_pids(state))]
-        if temp_dir.exists():
+        leftovers = [f"pid {pid}" for pid in sorted(procs.marked_pids(lab_id))]
+        if temp_dir is not None and temp_dir.exists():
             leftovers.append(f"directory {temp_dir}")
         if leftovers:
             raise SpotLabTeardownError(f"spot lab {lab_id}: still present after teardown: "
                                        f"{'; '.join(leftovers)} (state kept in "
                                        f"{state_path(lab_id)})")
         state_path(lab_id).unlink(missing_ok=True)
+        note_removed(f"spot lab {lab_id} ({nodes} nodes)")
     progress(f"spot lab {lab_id} removed")
     return removed
 
 
+def _stop_supervisor(state: dict[str, Any], supervisor: subprocess.Popen[str] | None,
+                     config: SpotLabConfig, progress: Progress) -> list[str]:
+    """The supervisor first (its teardown: workers drain up to the warning, then the head):
+    by its handle when the caller holds it, else by its recorded PID if that still carries
+    its marker."""
+    grace_s = 2 * config.warning_s + 60.0
+    lab_id = state["lab_id"]
+    if supervisor is not None:
+        if supervisor.poll() is not None:
+            return []
+        progress(f"stopping spot lab {lab_id}")
+        procs.stop_children([supervisor], grace_s=grace_s)
+        return [f"supervisor pid {supervisor.pid}"]
+    pid = state.get("supervisor_pid")
+    if pid is None:
+        return []
+    result = procs.stop_marked([int(pid)], node_marker(lab_id, "supervisor"), grace_s=grace_s)
+    if result.not_ours:
+        progress(f"spot lab {lab_id}: recorded supervisor pid {pid} is no longer the lab's "
+                 f"(no marker): left alone")
+    if result.stopped or result.left:
+        progress(f"stopped spot lab {lab_id}'s supervisor")
+    return [f"supervisor pid {pid}"] if result.stopped else []
+
+
 def lab_status(lab_id: str | None = None) -> dict[str, Any]:
-    """The recorded lab, which of its nodes' processes live, and its events so far."""
-    state = load_state(lab_id)
-    temp_dir = Path(state["temp_dir"])
-    nodes = []
-    for node in state.get("nodes", []):
-        pids = marked_pids(node_marker(state["lab_id"], node["name"]))
-        nodes.append({**node, "processes_alive": len(pids)})
+    """The recorded lab (without `lab_id`: the only one, or the only one not stale), whether
+    it is up, starting or stale (supervisor gone), which of its nodes' processes live, its
+    events so far, and every other recorded lab with its condition."""
+    state = load_state(lab_id, prefer_live=True)
+    lab_id = state["lab_id"]
+    nodes = [{**node, "processes_alive": len(procs.marked_pids(node_marker(lab_id,
+                                                                             node["name"])))}
+             for node in state.get("nodes", [])]
     supervisor_pid = state.get("supervisor_pid")
+    temp_dir = state.get("temp_dir")
     return {
-        "lab_id": state["lab_id"],
+        "lab_id": lab_id,
         "up": bool(state.get("up")),
-        "supervisor_alive": supervisor_pid is not None and procs.is_alive(int(supervisor_pid)),
+        "condition": condition(state),
+        "supervisor_alive": supervisor_pid is not None and procs.carries_marker(
+            int(supervisor_pid), node_marker(lab_id, "supervisor")),
         "config": state["config"],
         "description": state.get("description"),
         "billing": state.get("billing"),
         "nodes": nodes,
-        "events": read_events(temp_dir / "events.jsonl"),
-        "state_file": str(state_path(state["lab_id"])),
+        "events": read_events(Path(temp_dir) / "events.jsonl") if temp_dir else [],
+        "state_file": str(state_path(lab_id)),
+        "other_labs": other_labs(lab_id),
     }
 
 
 def interrupt(lab_id: str | None, node: str) -> None:
     """Ask the lab's supervisor to preempt spot node `node` now, or to lose on-demand (or
     learner) node `node` now: killed without notice and not replaced, as a failed instance."""
-    state = load_state(lab_id)
+    state = load_state(lab_id, prefer_live=True)
     names = [n["name"] for n in state.get("nodes", []) if n["name"] != "head"]
     if node not in names:
         raise ValueError(f"--node: {node!r} is not a worker node of lab {state['lab_id']} "
@@ -213,12 +329,3 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _lab_pids(state: dict[str, Any]) -> set[int]:
-    names = ["supervisor", *(node["name"] for node in state.get("nodes", []))]
-    pids: set[int] = set()
-    for name in names:
-        pids |= marked_pids(node_marker(state["lab_id"], name))
-    recorded = [state.get("supervisor_pid"), *(n["pid"] for n in state.get("nodes", []))]
-    return pids | {pid for pid in recorded if pid is not None and procs.is_alive(pid)}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from spotlab.state import CONDITION_TEXT, STALE
+
 
 def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per notice: seconds from the notice to Ray's drain, the node's death in Ray,
@@ -49,8 +51,13 @@ def summary(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def format_status(status: dict[str, Any]) -> str:
     """spot-lab-status's text: the nodes, the events, the measured delays, the bill."""
-    lines = [f"spot lab {status['lab_id']}: {'up' if status['up'] else 'not up'}, supervisor "
-             f"{'running' if status['supervisor_alive'] else 'NOT running'}"]
+    lab_id = status["lab_id"]
+    if status["condition"] == STALE:
+        lines = [f"spot lab {lab_id}: STALE (supervisor gone): nothing runs it any more; remove "
+                 f"its record with `invoke spot-lab-down --lab {lab_id}`"]
+    else:
+        lines = [f"spot lab {lab_id}: {status['condition']}, supervisor "
+                 f"{'running' if status['supervisor_alive'] else 'not running yet'}"]
     description = status.get("description") or {}
     if description:
         lines.append(f"  ray address {description['ray_address']}, dashboard "
@@ -71,4 +78,9 @@ def format_status(status: dict[str, Any]) -> str:
     lines.append(f"measured: {summary(status['events'])}")
     if status.get("billing"):
         lines.append(f"bill so far: {status['billing']}")
+    others = status.get("other_labs") or []
+    if others:
+        listing = ", ".join(f"{lab['lab_id']} ({CONDITION_TEXT[lab['condition']]})"
+                            for lab in others)
+        lines.append(f"other spot labs recorded: {listing}; see one with --lab ID")
     return "\n".join(lines)

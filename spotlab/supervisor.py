@@ -1,6 +1,8 @@
 """The spot lab's supervisor: `python -m spotlab LAB_ID`, one process per lab.
 
-It starts the lab's Ray nodes (one `ray start --block` each, a notice endpoint each), then
+It starts the lab's Ray nodes (one `ray start --block` each, a notice endpoint each): the
+head, then every other node at once; a node whose `ray start` gives up is started again
+(START_ATTEMPTS), and a lab that cannot come up ends with FAILED_LINE and why. Then it
 drives the preemptions until SIGTERM, then removes every node. On a preemption of a spot
 node: its endpoint shows the notice, its `ray start` gets SIGTERM (Ray drains the node with
 reason PREEMPTION for RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S = the warning), at the deadline
@@ -9,8 +11,10 @@ passed a new node joins in its slot. Every step is an event in `events.jsonl` in
 temp dir, with its wall time `t` (epoch seconds).
 
 It reads the node table and the draining nodes from the GCS (with the lab's token, not as a
-driver), and it owns every node process; the lab's starter (spotlab.lab) only spawns it and
-waits for READY_LINE.
+driver), and it owns every node process: it stops a node's `ray start` by its handle and
+what is left of the node by the node's marker, nothing else. The state file holds the live
+nodes only (a node leaves it once its processes are gone). The lab's starter (spotlab.lab)
+only spawns it and waits for READY_LINE (or FAILED_LINE).
 """
 
 from __future__ import annotations
@@ -22,37 +26,47 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+import traceback
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import procs
-from netem.lab.processes import MARKER_ENV, marked_pids
-from netem.ports import free_local_port
+from netem.ports import free_local_ports
+from procs import MARKER_ENV
 from spotlab.capacity import SpotCapacity
 from spotlab.config import NodeSpec, SpotLabConfig
 from spotlab.endpoint import NoticeEndpoint
-from spotlab.state import load_state, save_state
+from spotlab.state import load_state, node_marker, save_state
+from vocab.errors import RunFailed, one_line
 from vocab.ports import RayPorts
 from vocab.spot import IMDS_ENDPOINT_ENV, POOL_HEAD, POOL_SPOT, node_labels, placement_resources
 from workloads.common.billing import Meter
 
 READY_LINE = "spotlab supervisor: lab is up"
+FAILED_LINE = "spotlab supervisor: lab failed:"
+"""The supervisor's last line when the lab did not come up, then why in a few words."""
 TICK_S = 0.1
 SAVE_EVERY_S = 2.0
 NODE_START_TIMEOUT_S = 120.0
+"""From a node's start to its join, per attempt."""
 START_ATTEMPTS = 3
+GONE_FORGOTTEN_S = 30.0
+"""A gone node is dropped from memory once Ray lists it dead, or this long after it went."""
 DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 
-
-def node_marker(lab_id: str, name: str) -> str:
-    """The value of MARKER_ENV on every process of one lab node (Ray passes it on to its
-    daemons and workers), so whatever is left of a node can be found and killed."""
-    return f"{lab_id}/{name}"
-
-
-AGENT_REGISTER_TIMEOUT_ENV = "RAY_agent_register_timeout_ms"
-AGENT_REGISTER_TIMEOUT_MS = 180_000
+SLOW_MACHINE_RAY_CONFIG = {
+    # The raylet gives its dashboard agent 30 s to register (then the node dies): a loaded
+    # 2-core machine starting several nodes at once can miss that.
+    "RAY_agent_register_timeout_ms": "180000",
+}
+"""Ray's own start-up timeouts, raised for a lab whose nodes start together on a busy
+machine. Not configurable in Ray 2.60: `ray start` gives a node 30 s from its raylet's start
+to its registration in the GCS (ray/_private/node.py, `raylet_start_wait_time_s = 30`), then
+exits; the supervisor starts such a node again (START_ATTEMPTS)."""
+NO_METRICS_EXPORT = {"RAY_enable_metrics_collection": "0"}
+"""No Prometheus metrics server per node: it would listen on every interface without a token
+(the lab uses none of Ray's metrics)."""
 
 
 def lab_env(temp_dir: Path) -> dict[str, str]:
@@ -60,21 +74,16 @@ def lab_env(temp_dir: Path) -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(temp_dir / "ray_auth_token")}
 
 
-def node_ports() -> RayPorts:
-    """Free loopback ports for every fixed port of a node; workers take random ones."""
-    return RayPorts(
-        gcs=free_local_port(),
-        dashboard=free_local_port(),
-        client_server=free_local_port(),
-        object_manager=free_local_port(),
-        node_manager=free_local_port(),
-        dashboard_agent_grpc=free_local_port(),
-        runtime_env_agent=free_local_port(),
-        metrics_export=free_local_port(),
-        dashboard_agent_http=free_local_port(),
-        min_worker=0,
-        max_worker=0,
-    )
+WORKER_PORT_RANGE = ("min_worker", "max_worker")
+
+
+def node_ports(taken: set[int]) -> RayPorts:
+    """Free loopback ports for every fixed port of a node, none of them in `taken` (the
+    ports of nodes started meanwhile, which may not be bound yet); workers take random
+    ones."""
+    roles = [item.name for item in fields(RayPorts) if item.name not in WORKER_PORT_RANGE]
+    chosen = free_local_ports(len(roles), taken)
+    return RayPorts(**dict(zip(roles, chosen, strict=True)), min_worker=0, max_worker=0)
 
 
 def ray_node_argv(spec: NodeSpec, ports: RayPorts, *, head_address: str, temp_dir: Path,
@@ -139,6 +148,7 @@ class Node:
     process: subprocess.Popen[str]
     started_at: float
     replaces: str | None = None
+    attempt: int = 1
     ray_id: str | None = None
     joined_at: float | None = None
     notice_at: float | None = None
@@ -180,33 +190,23 @@ class Supervisor:
     # --- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """The head, then every other node at once (they start on the head's GCS, which
+        must be up first); a node whose `ray start` gives up is started again."""
         specs = self.config.nodes()
-        head = self._start_ready(specs[0])
+        head = self._start_node(specs[0])
         self.head_address = f"127.0.0.1:{head.ports.gcs}"
-        self._connect()
+        self._await_joins([head.spec], connect=True)
         for spec in specs[1:]:
-            # One at a time: Ray gives a raylet 30 s to register, which several nodes starting
-            # together on a busy machine can miss.
-            self._start_ready(spec)
-        deadline = time.monotonic() + NODE_START_TIMEOUT_S
-        while not all(node.ray_id for node in self.nodes.values()):
-            self._watch_joins(self._ray_nodes(), record=False)
-            for node in self.nodes.values():
-                if node.process.poll() is not None:
-                    raise procs.ProcessNotReady(
-                        f"node {node.spec.name} exited {node.process.returncode}: "
-                        f"{procs.log_tail(self._log(node.spec.name))}")
-            if time.monotonic() > deadline:
-                missing = [n.spec.name for n in self.nodes.values() if not n.ray_id]
-                raise procs.ProcessNotReady(f"nodes {', '.join(missing)} did not join within "
-                                            f"{NODE_START_TIMEOUT_S:g} s")
-            time.sleep(TICK_S)
+            self._start_node(spec)
+        self._await_joins(specs[1:], connect=False)
         self.up_at = time.time()
         self.meter.billed_to = self.up_at
         for node in self.nodes.values():
             assert node.joined_at is not None
             self._event("join", node, replaces=None,
-                        start_to_join_s=node.joined_at - node.started_at)
+                        start_to_join_s=node.joined_at - node.started_at,
+                        attempts=node.attempt, pid=node.process.pid,
+                        notice_endpoint=node.endpoint.url)
         self.state["up"] = True
         self.state["up_at"] = self.up_at
         self.state["description"] = {
@@ -219,27 +219,47 @@ class Supervisor:
         self._save()
         print(READY_LINE, flush=True)
 
-    def _start_ready(self, spec: NodeSpec) -> Node:
-        """Start a node and wait until its `ray start` says it runs; retry if it gives up."""
-        for attempt in range(1, START_ATTEMPTS + 1):
-            node = self._start_node(spec)
-            try:
-                procs.wait_for_file_line(node.process, self._log(spec.name),
-                                         "Ray runtime started", timeout_s=NODE_START_TIMEOUT_S,
-                                         name=f"node {spec.name}")
-                return node
-            except procs.ProcessNotReady:
-                if attempt == START_ATTEMPTS:
-                    raise
-                self._retry(node)
-        raise AssertionError("unreachable")
-
-    def _retry(self, node: Node) -> None:
-        """A node whose `ray start` gave up (Ray allows its raylet 30 s to register, which a
-        busy machine can exceed): remove what is left of it before starting it again."""
-        say(f"node {node.spec.name} did not start (exit {node.process.poll()}); retrying")
-        procs.stop_pids(self._node_pids(node), grace_s=5.0)
-        node.endpoint.close()
+    def _await_joins(self, specs: list[NodeSpec], *, connect: bool) -> None:
+        """Until every node of `specs` is in Ray's node table (with `connect`: the head,
+        whose `ray start` says so first; the GCS client connects then). A node whose
+        `ray start` ends first, or that has not joined within NODE_START_TIMEOUT_S, is
+        started again, up to START_ATTEMPTS times; then StartFailed names it and the gist of
+        its log."""
+        waiting = {spec.name for spec in specs}
+        while waiting:
+            if connect and self.gcs is None:
+                head = self.nodes[specs[0].name]
+                if "Ray runtime started" in self._log(head.spec.name).read_text(
+                        errors="replace"):
+                    self._connect()
+            if self.gcs is not None:
+                self._watch_joins(self._ray_nodes(), record=False)
+            for name in sorted(waiting):
+                node = self.nodes[name]
+                if node.ray_id is not None:
+                    waiting.discard(name)
+                    continue
+                ended = node.process.poll() is not None
+                late = time.time() - node.started_at > NODE_START_TIMEOUT_S
+                if not (ended or late):
+                    continue
+                why = (f"exited {node.process.returncode}" if ended
+                       else f"did not join within {NODE_START_TIMEOUT_S:g} s")
+                gist = procs.log_gist(self._log(name))
+                if node.attempt >= START_ATTEMPTS:
+                    raise StartFailed(f"node {name} {why} (attempt {node.attempt} of "
+                                      f"{START_ATTEMPTS}): {gist}")
+                say(f"node {name} {why}: {gist}; starting it again")
+                self._event("start-retry", node, why=why, gist=gist)
+                self._stop_node(node, grace_s=5.0)
+                node.endpoint.close()
+                self._forget(node)
+                again = self._start_node(node.spec, replaces=node.replaces,
+                                         attempt=node.attempt + 1)
+                if node.spec.pool == POOL_HEAD:  # a new GCS, on new ports
+                    self._disconnect()
+                    self.head_address = f"127.0.0.1:{again.ports.gcs}"
+            time.sleep(TICK_S)
 
     def _connect(self) -> None:
         """A GCS client with the lab's token, without a driver (no core worker, no signal
@@ -251,13 +271,21 @@ class Supervisor:
         self.gcs._initialize_global_state(GcsClientOptions.create(
             self.head_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
 
-    def _start_node(self, spec: NodeSpec, replaces: str | None = None) -> Node:
-        ports = node_ports()
+    def _disconnect(self) -> None:
+        if self.gcs is not None:
+            self.gcs.disconnect()
+            self.gcs = None
+
+    def _start_node(self, spec: NodeSpec, replaces: str | None = None,
+                    attempt: int = 1) -> Node:
+        ports = node_ports({port for node in self.nodes.values()
+                            for port in vars(node.ports).values()})
         endpoint = NoticeEndpoint()
         record: dict[str, Any] = {"name": spec.name, "pool": spec.pool, "slot": spec.slot,
                                   "num_cpus": spec.num_cpus, "pid": None,
                                   "node_manager_port": ports.node_manager,
-                                  "ports": sorted({p for p in vars(ports).values() if p}),
+                                  "ports": {role: port for role, port in vars(ports).items()
+                                            if port},
                                   "notice_endpoint": endpoint.url, "replaces": replaces}
         self.state.setdefault("nodes", []).append(record)
         self._save()  # named before it starts: its marker finds it even if we die now
@@ -266,9 +294,8 @@ class Supervisor:
             MARKER_ENV: node_marker(self.lab_id, spec.name),
             IMDS_ENDPOINT_ENV: endpoint.url,
             DRAIN_TIMEOUT_ENV: str(self.config.warning_s) if spec.pool == POOL_SPOT else "0",
-            # Ray's raylet gives its dashboard agent 30 s to register, which a loaded 2-core
-            # machine starting several nodes misses; a lab node waits longer instead of dying.
-            AGENT_REGISTER_TIMEOUT_ENV: str(AGENT_REGISTER_TIMEOUT_MS),
+            **SLOW_MACHINE_RAY_CONFIG,
+            **NO_METRICS_EXPORT,
         }
         argv = ray_node_argv(spec, ports, head_address=self.head_address or "",
                              temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb,
@@ -276,8 +303,10 @@ class Supervisor:
         process = procs.spawn(argv, env=env, log_path=self._log(spec.name))
         record["pid"] = process.pid
         self._save()
-        node = Node(spec, ports, endpoint, process, started_at=time.time(), replaces=replaces)
+        node = Node(spec, ports, endpoint, process, started_at=time.time(), replaces=replaces,
+                    attempt=attempt)
         self.nodes[spec.name] = node
+        self._event("start", node, t=node.started_at, attempt=attempt, pid=process.pid)
         return node
 
     # --- the preemption loop ----------------------------------------------------------------
@@ -315,6 +344,7 @@ class Supervisor:
                                                  slot), replaces=replaced)
                 self._event("replacement-started", node, slot=slot, replaces=replaced)
         self._bill(now)
+        self._drop_gone(now)
         if now - self.saved_at >= SAVE_EVERY_S:  # the bill so far, for spot-lab-status
             self._save()
 
@@ -332,16 +362,16 @@ class Supervisor:
         """At the deadline the instance is terminated: whatever is left of it is killed, at
         once, without waiting for the loop (its GCS calls can take a while)."""
         killed_at = time.time()
-        leftover = self._node_pids(node)
-        procs.stop_pids(leftover, grace_s=0.0)
+        killed = self._stop_node(node, grace_s=0.0)
         with self.lock:
             if self.stopping:
                 return
             node.killed_at = killed_at
             node.endpoint.close()
-            self._event("kill", node, t=killed_at, pids_left=len(leftover))
+            self._event("kill", node, t=killed_at, pids_left=killed)
             if node.spec.slot is not None:
                 self._vacate(node, killed_at)
+            self._forget(node)
 
     def _watch_node(self, node: Node, infos: RayNodes, draining: dict[str, int],
                     now: float) -> None:
@@ -352,8 +382,12 @@ class Supervisor:
             node.exited_at = now
             self._event("exit", node, returncode=node.process.returncode,
                         expected=node.notice_at is not None)
-            if node.notice_at is None and node.spec.slot is not None:
-                self._vacate(node, now)  # a spot node that died by itself is replaced too
+            if node.notice_at is None and node.killed_at is None:  # it ended by itself
+                self._stop_node(node, grace_s=5.0)  # what its `ray start` left
+                node.endpoint.close()
+                if node.spec.slot is not None:
+                    self._vacate(node, now)  # a spot node that died by itself is replaced too
+                self._forget(node)
         if node.ray_id and node.dead_at is None and infos.dead(node.ray_id):
             node.dead_at = now
             self._event("dead", node)
@@ -368,12 +402,23 @@ class Supervisor:
     def _watch_joins(self, infos: RayNodes, *, record: bool) -> None:
         for node in self.nodes.values():
             info = infos.alive_by_port.get(node.ports.node_manager)
-            if node.ray_id is None and info is not None:
+            if node.ray_id is None and node.exited_at is None and info is not None:
                 node.ray_id = info["NodeID"]
                 node.joined_at = time.time()
                 if record:
                     self._event("join", node, replaces=node.replaces,
-                                start_to_join_s=node.joined_at - node.started_at)
+                                start_to_join_s=node.joined_at - node.started_at,
+                                attempts=node.attempt, pid=node.process.pid,
+                                notice_endpoint=node.endpoint.url)
+
+    def _drop_gone(self, now: float) -> None:
+        """Forget, in memory too, nodes that are gone and whose death Ray has listed (or
+        long enough ago): the supervisor of a long run holds its live nodes only."""
+        for name, node in list(self.nodes.items()):
+            gone_at = node.killed_at or (node.exited_at if node.notice_at is None else None)
+            if gone_at is not None and (node.dead_at is not None or node.ray_id is None
+                                        or now - gone_at > GONE_FORGOTTEN_S):
+                del self.nodes[name]
 
     def _bill(self, now: float) -> None:
         spot = [n for n in self.nodes.values() if n.spec.slot is not None]
@@ -423,9 +468,21 @@ class Supervisor:
     def _log(self, name: str) -> Path:
         return self.temp_dir / "logs" / f"{name}.log"
 
-    def _node_pids(self, node: Node) -> set[int]:
-        pids = marked_pids(node_marker(self.lab_id, node.spec.name))
-        return pids | ({node.process.pid} if procs.is_alive(node.process.pid) else set())
+    def _stop_node(self, node: Node, grace_s: float) -> int:
+        """Stop what is left of a node: its `ray start` (our child) and every process that
+        carries its marker (its Ray daemons and workers); returns how many were running."""
+        marker = node_marker(self.lab_id, node.spec.name)
+        stopped = procs.stop_marked(procs.marked_pids(marker) | {node.process.pid}, marker,
+                                    grace_s=grace_s)
+        node.process.poll()
+        return len(stopped.stopped | stopped.left)
+
+    def _forget(self, node: Node) -> None:
+        """The state file keeps live nodes only (the history is in events.jsonl)."""
+        self.state["nodes"] = [record for record in self.state.get("nodes", [])
+                               if not (record["name"] == node.spec.name
+                                       and record["pid"] == node.process.pid)]
+        self._save()
 
     # --- teardown ---------------------------------------------------------------------------
 
@@ -437,23 +494,26 @@ class Supervisor:
         if self.up_at:
             self._bill(time.time())
             self._save()
-        if self.gcs is not None:
-            self.gcs.disconnect()
+        self._disconnect()
         say(f"stopping {len(self.nodes)} nodes")
         workers = [n for n in self.nodes.values() if n.spec.pool != POOL_HEAD]
         heads = [n for n in self.nodes.values() if n.spec.pool == POOL_HEAD]
         for group in (workers, heads):
-            procs.stop_pids({n.process.pid for n in group},
-                            grace_s=self.config.warning_s + 10.0)
-            for node in group:
-                node.process.poll()
+            procs.stop_children([n.process for n in group], grace_s=self.config.warning_s + 10.0)
         for node in self.nodes.values():
-            left = self._node_pids(node)
+            left = self._stop_node(node, grace_s=5.0)
             if left:
-                say(f"node {node.spec.name}: stopping {len(left)} processes it left")
-            procs.stop_pids(left, grace_s=5.0)
+                say(f"node {node.spec.name}: stopped {left} processes it left")
             node.endpoint.close()
+        left_anywhere = procs.stop_marked(procs.marked_pids(self.lab_id) - {os.getpid()},
+                                          self.lab_id, grace_s=5.0)
+        if left_anywhere.stopped or left_anywhere.left:
+            say(f"stopped {len(left_anywhere.stopped)} more processes of the lab")
         say("all nodes stopped")
+
+
+class StartFailed(RunFailed):
+    """A node did not come up in its attempts; the message names it and its log's gist."""
 
 
 def say(message: str) -> None:
@@ -468,7 +528,15 @@ def main(argv: list[str] | None = None) -> int:
     supervisor = Supervisor(args.lab_id)
     with procs.sigterm_raises_interrupt():
         try:
-            supervisor.start()
+            try:
+                supervisor.start()
+            except StartFailed as error:
+                print(f"{FAILED_LINE} {one_line(error)}", flush=True)
+                return 1
+            except Exception as error:  # its traceback stays in this log; the line says why
+                traceback.print_exc()
+                print(f"{FAILED_LINE} {type(error).__name__}: {one_line(error)}", flush=True)
+                return 1
             supervisor.run()
         except KeyboardInterrupt:  # SIGTERM
             pass

@@ -8,7 +8,7 @@ import pulumi_aws as aws
 from components.burst_sites import BurstSites, BurstSitesArgs
 from components.data_bucket import DataBucket
 from stacks import outputs
-from stacks.config import SpotburstConfig
+from stacks.config_types import SpotburstConfig
 from vocab.burst import SITE_CLOUD, SITE_ONPREM
 from vocab.ports import GCS_PORT
 

@@ -1,38 +1,74 @@
-"""The one place that reads stack config: frozen, validated dataclasses for every experiment.
+"""The one place that reads stack config: raw values in, the validated `SpotburstConfig`
+(`stacks/config_types.py`) out, or one ConfigError naming the key.
 
 Nothing is declared before `load_config` returns, so a bad value never leaves a half-built
-stack behind. Every key a user may set is listed in README.md ("Config reference").
+stack behind. Every key a user may set is listed in docs/aws.md ("Config reference").
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any, TypeVar
 
-from stacks.fields import ConfigError, Fields, min_desired_max, parse_cidr
+from stacks.config_types import (
+    API_ENDPOINT_PRIVATE,
+    API_ENDPOINT_PUBLIC,
+    HEAD_POOL,
+    KNOWN_EXPERIMENTS,
+    NODE_POOLS,
+    PROJECT,
+    RAY_ON_EKS,
+    BucketConfig,
+    BurstConfig,
+    NodePoolConfig,
+    NodePoolKind,
+    PodResources,
+    RayClusterConfig,
+    SpotburstConfig,
+    SpotClusterConfig,
+    WorkerGroupConfig,
+)
+from stacks.costs import refuse_over_budget
+from stacks.fields import (
+    WORLD_WIDE_PREFIX,
+    ConfigError,
+    Fields,
+    min_desired_max,
+    parse_cidr,
+    world_wide,
+)
+from vocab.instances import (
+    INSTANCE_TABLE,
+    NODE_RESERVED_CPU,
+    POD_MEMORY_SHARE,
+    InstanceShape,
+    load_instance_shapes,
+)
 from vocab.spot import (
     CAPACITY_ON_DEMAND,
     CAPACITY_SPOT,
     LEARNER_RESOURCE,
     ON_DEMAND_RESOURCE,
-    POOL_LEARNER,
-    POOL_ON_DEMAND,
-    POOL_SPOT,
     SPOT_RESOURCE,
 )
 
-PROJECT = "spotburst"
-# The one way to let adminCidrs hold 0.0.0.0/0 or ::/0: loud on purpose.
+# The one way to let adminCidrs hold a block wider than a /8 of public addresses (0.0.0.0/0,
+# ::/0, 0.0.0.0/1, ...): loud on purpose.
 WORLD_ADMIN_OPT_IN = "allowWorldAdminAccess"
-RAY_ON_EKS = ("doll", "elastic", "rl", "inference")
-"""Experiments that run as a RayCluster of their own on the shared EKS spot cluster."""
-KNOWN_EXPERIMENTS = (*RAY_ON_EKS, "burst")
+# Upper bounds no experiment here comes near (the dev stack's largest pool grows to 24 nodes):
+# a typo such as an extra three zeros is refused, not planned and priced.
+MAX_POOL_NODES = 200
+MAX_WORKER_PODS = 1000
+MAX_BURST_NODES = 64
+MAX_RESULTS_DAYS = 3650
+MAX_RAY_RESOURCE = 1000.0
+"""Of one custom Ray resource on one node (the pools' largest types have 48 vCPUs)."""
 # What every burst node installs next to Ray, at the versions installed here.
 BURST_NODE_PACKAGES = ("numpy", "pillow", "boto3")
 MIN_KUBERAY = (1, 6, 0)
@@ -42,8 +78,6 @@ _REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _RESOURCE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 T = TypeVar("T")
-API_ENDPOINT_PRIVATE = "private"
-API_ENDPOINT_PUBLIC = "public"
 ADMIN_CIDR_PLACEHOLDER = "203.0.113.0/24"
 """A documentation range (RFC 5737): what `invoke plan` plans with when adminCidrs is empty."""
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -56,135 +90,9 @@ _PLACEMENT_CAPACITY = {
 on-demand node would send preemptible work somewhere it is never preempted, and back)."""
 
 
-@dataclass(frozen=True)
-class NodePoolKind:
-    """A node pool the spot cluster can have: how it is bought and whether it has GPUs."""
-
-    key: str
-    name: str
-    """The pool's name on AWS and in the `spotburst.io/node-pool` node label."""
-    capacity: str
-    gpu: bool
-    min_instance_types: int
-    ray_pool: str
-    """The spot vocabulary's pool of a Ray worker here (its Ray node labels)."""
-
-
-NODE_POOLS = {
-    pool.key: pool
-    for pool in (
-        NodePoolKind("head", "head", CAPACITY_ON_DEMAND, False, 1, POOL_ON_DEMAND),
-        NodePoolKind("spotCpu", "spot-cpu", CAPACITY_SPOT, False, 2, POOL_SPOT),
-        NodePoolKind("learnerGpu", "learner-gpu", CAPACITY_ON_DEMAND, True, 1, POOL_LEARNER),
-        NodePoolKind("spotGpu", "spot-gpu", CAPACITY_SPOT, True, 1, POOL_SPOT),
-    )
-}
-HEAD_POOL = "head"
-
-
-@dataclass(frozen=True)
-class NodePoolConfig:
-    kind: NodePoolKind
-    instance_types: tuple[str, ...]
-    min_size: int
-    max_size: int
-
-
-@dataclass(frozen=True)
-class PodResources:
-    cpu: str
-    memory: str
-
-
-@dataclass(frozen=True)
-class WorkerGroupConfig:
-    name: str
-    node_pool: str
-    resources: PodResources
-    gpu: int
-    placement: tuple[tuple[str, float], ...]
-    """Custom Ray resources the group's nodes advertise, e.g. (("spot", 3.0),)."""
-    min_replicas: int
-    replicas: int
-    max_replicas: int
-
-
-@dataclass(frozen=True)
-class RayClusterConfig:
-    experiment: str
-    namespace: str
-    ray_autoscaler: bool
-    head: PodResources
-    worker_groups: tuple[WorkerGroupConfig, ...]
-
-
-@dataclass(frozen=True)
-class SpotClusterConfig:
-    vpc_cidr: str
-    az_count: int
-    eks_version: str
-    kuberay_version: str
-    cluster_autoscaler_version: str
-    cluster_autoscaler_chart: str
-    nvidia_device_plugin_version: str
-    node_pools: dict[str, NodePoolConfig]
-
-    def used_pools(self, ray_clusters: Mapping[str, RayClusterConfig]) -> list[NodePoolConfig]:
-        """The head pool and every pool a worker group of an enabled experiment runs on."""
-        used = {HEAD_POOL} | {
-            group.node_pool for cluster in ray_clusters.values() for group in cluster.worker_groups
-        }
-        return [pool for key, pool in self.node_pools.items() if key in used]
-
-
-@dataclass(frozen=True)
-class BurstConfig:
-    onprem_cidr: str
-    cloud_cidr: str
-    instance_type: str
-    login_nodes: int
-    hpc_workers: int
-    cloud_nodes: int
-    login_disk_gb: int
-    worker_disk_gb: int
-
-
-@dataclass(frozen=True)
-class BucketConfig:
-    force_destroy: bool
-    versioning: bool
-    expire_results_after_days: int
-
-
 class RequiredConfigMissing(ConfigError):
     """A key the enabled experiments need is not set (worded as Pulumi's own
     `Missing required configuration variable` error)."""
-
-
-@dataclass(frozen=True)
-class SpotburstConfig:
-    stack: str
-    region: str
-    experiments: tuple[str, ...]
-    admin_cidrs: tuple[str, ...]
-    allow_world_admin_access: bool
-    api_endpoint: str
-    """public (reachable from admin_cidrs) or private (the deployer runs inside the VPC)."""
-    max_hourly_usd: float | None
-    """Refuse the stack when its maximum-scale cost per hour is above this."""
-    bucket: BucketConfig
-    spot_cluster: SpotClusterConfig | None
-    """None when no experiment runs on EKS."""
-    ray_clusters: dict[str, RayClusterConfig]
-    """One per enabled EKS experiment, in the order of `experiments`."""
-    burst: BurstConfig | None
-    ray_version: str
-    ray_image: str
-    node_packages: tuple[str, ...]
-
-    @property
-    def name_prefix(self) -> str:
-        return f"{PROJECT}-{self.stack}"
 
 
 def installed_ray_image() -> tuple[str, str]:
@@ -257,10 +165,11 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
         ray_image=ray_image,
         node_packages=pinned_node_packages(),
     )
+    if spot_cluster is not None:
+        for cluster in ray_clusters.values():
+            _reject_pods_that_fit_no_node(spot_cluster, cluster)
     _reject_overlapping_networks(config)
     _reject_shared_namespaces(top, config)
-    from stacks.cost_ceiling import refuse_over_budget  # it prices a parsed config
-
     refuse_over_budget(config)
     return config
 
@@ -296,12 +205,17 @@ def _admin_cidrs(top: Fields, allow_world: bool) -> tuple[str, ...]:
     if not isinstance(cidrs, list):
         raise ConfigError(f"{top.key('adminCidrs')}: {cidrs!r} is not a list of CIDR blocks")
     parsed = tuple(parse_cidr(top.key("adminCidrs"), cidr, private=False) for cidr in cidrs)
-    world = [cidr for cidr in parsed if ipaddress.ip_network(cidr).prefixlen == 0]
+    world = [cidr for cidr in parsed if world_wide(cidr)]
     if world and not allow_world:
+        reach = (
+            "the whole internet"
+            if ipaddress.ip_network(world[0]).prefixlen == 0
+            else f"more of the internet than a /{WORLD_WIDE_PREFIX} of public addresses"
+        )
         raise ConfigError(
-            f"{top.key('adminCidrs')}: {world[0]} opens the EKS API and SSH to the whole "
-            f"internet; list your own address (e.g. 203.0.113.7/32), or set "
-            f"{top.key(WORLD_ADMIN_OPT_IN)}: true if you really mean it"
+            f"{top.key('adminCidrs')}: {world[0]} opens the EKS API and SSH to {reach}; list "
+            f"your own address (e.g. 203.0.113.7/32), or set {top.key(WORLD_ADMIN_OPT_IN)}: "
+            "true if you really mean it"
         )
     return parsed
 
@@ -365,7 +279,7 @@ def _bucket(fields: Fields) -> BucketConfig:
     return BucketConfig(
         force_destroy=fields.boolean("forceDestroy"),
         versioning=fields.boolean("versioning"),
-        expire_results_after_days=fields.integer("expireResultsAfterDays", 1),
+        expire_results_after_days=fields.integer("expireResultsAfterDays", 1, MAX_RESULTS_DAYS),
     )
 
 
@@ -431,8 +345,15 @@ def _node_pool(pools: Fields, kind: NodePoolKind) -> NodePoolConfig:
     instance_types = fields.string_list(
         "instanceTypes", _INSTANCE_TYPE, what, kind.min_instance_types
     )
-    low = fields.integer("minSize", 1 if kind.key == HEAD_POOL else 0)
-    high = fields.integer("maxSize", max(low, 1))
+    unknown = [name for name in instance_types if name not in _instance_shapes()]
+    if unknown:
+        raise ConfigError(
+            f"{fields.key('instanceTypes')}: {unknown[0]} is not in vocab/{INSTANCE_TABLE.name}; "
+            "add its vCPUs, memory and GPUs there (they decide which pods fit its nodes) or use "
+            "a type listed there"
+        )
+    low = fields.integer("minSize", 1 if kind.key == HEAD_POOL else 0, MAX_POOL_NODES)
+    high = fields.integer("maxSize", max(low, 1), MAX_POOL_NODES)
     return NodePoolConfig(kind, instance_types, low, high)
 
 
@@ -493,7 +414,7 @@ def _worker_group(fields: Fields) -> WorkerGroupConfig:
         )
     placement = _placement(fields.object("resources"), kind)
     low, replicas, high = min_desired_max(
-        fields, "worker group", "minReplicas", "replicas", "maxReplicas"
+        fields, "worker group", "minReplicas", "replicas", "maxReplicas", MAX_WORKER_PODS
     )
     return WorkerGroupConfig(name, node_pool, resources, gpu, placement, low, replicas, high)
 
@@ -509,7 +430,7 @@ def _placement(fields: Fields, kind: NodePoolKind) -> tuple[tuple[str, float], .
                 f"{fields.key(name)}: the {name!r} placement resource belongs on {needs} "
                 f"nodes, but pool {kind.key} is {kind.capacity}"
             )
-        placement.append((name, fields.number(name, 0.0)))
+        placement.append((name, fields.number(name, 0.0, MAX_RAY_RESOURCE)))
     return tuple(placement)
 
 
@@ -538,8 +459,8 @@ def _burst(fields: Fields) -> BurstConfig:
             "instanceType", _INSTANCE_TYPE, "an EC2 instance type such as r5.4xlarge"
         ),
         login_nodes=1,
-        hpc_workers=fields.integer("hpcWorkers", 0),
-        cloud_nodes=fields.integer("cloudNodes", 1),
+        hpc_workers=fields.integer("hpcWorkers", 0, MAX_BURST_NODES),
+        cloud_nodes=fields.integer("cloudNodes", 1, MAX_BURST_NODES),
         login_disk_gb=fields.integer("loginDiskGb", 8, 16384),
         worker_disk_gb=fields.integer("workerDiskGb", 8, 16384),
     )
@@ -548,6 +469,51 @@ def _burst(fields: Fields) -> BurstConfig:
 def _pod_resources(fields: Fields, extra_keys: set[str]) -> PodResources:
     fields.reject_unknown({"cpu", "memory"} | extra_keys)
     return PodResources(cpu=fields.quantity("cpu"), memory=fields.quantity("memory"))
+
+
+@functools.cache
+def _instance_shapes() -> dict[str, InstanceShape]:
+    return load_instance_shapes()
+
+
+def _reject_pods_that_fit_no_node(spot: SpotClusterConfig, cluster: RayClusterConfig) -> None:
+    """Every Ray pod must fit a node of every instance type its pool may launch, with room
+    for the kubelet and the daemon sets: a pod that fits none stays pending forever, and the
+    Cluster Autoscaler never grows the pool for it."""
+    for pod in cluster.pods():
+        types = spot.node_pools[pod.node_pool].instance_types
+        beside = ""
+        if pod.key.endswith(".head") and cluster.ray_autoscaler:
+            beside = " (with the Ray autoscaler's container)"
+        for field, asked, unit, rooms in (
+            ("cpu", pod.cpus, "CPUs", {name: _cpu_room(name) for name in types}),
+            ("memory", pod.memory_gib, "GiB", {name: _memory_room(name) for name in types}),
+            ("gpu", pod.gpus, "GPUs", {name: _gpu_room(name) for name in types}),
+        ):
+            smallest = min(types, key=lambda name: rooms[name][0])
+            room, why = rooms[smallest]
+            if asked > room:
+                raise ConfigError(
+                    f"{PROJECT}:{pod.key}.{field}: the pod asks {asked:g} {unit}{beside}; a "
+                    f"{pod.node_pool} node of type {smallest} leaves {room:g} to pods ({why}); "
+                    "ask for less or give the pool larger instance types"
+                )
+
+
+def _cpu_room(instance_type: str) -> tuple[float, str]:
+    shape = _instance_shapes()[instance_type]
+    why = f"{shape.vcpus} vCPUs less {NODE_RESERVED_CPU:g} for the kubelet and daemon sets"
+    return shape.pod_cpus, why
+
+
+def _memory_room(instance_type: str) -> tuple[float, str]:
+    shape = _instance_shapes()[instance_type]
+    return shape.pod_memory_gib, f"{POD_MEMORY_SHARE:.0%} of its {shape.memory_gib:g} GiB"
+
+
+def _gpu_room(instance_type: str) -> tuple[float, str]:
+    shape = _instance_shapes()[instance_type]
+    return shape.gpus, f"it has {shape.gpus}"
 
 
 def _reject_overlapping_networks(config: SpotburstConfig) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,16 @@ from vocab.errors import UserError
 RFC1918 = tuple(
     ipaddress.ip_network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 )
+IPV6_UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
+WORLD_WIDE_PREFIX = 8
+"""A block holding more public addresses than a /8 of its family is treated as open to the
+world: 0.0.0.0/0 and ::/0, and also 0.0.0.0/1, 8.0.0.0/7, ..."""
 _QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_QUANTITY_UNITS = {
+    "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
+}
+GIB = 2.0**30
 
 
 class ConfigError(UserError, ValueError):
@@ -72,11 +82,22 @@ class Fields:
             )
         return int(value)
 
-    def number(self, name: str, minimum: float) -> float:
+    def number(self, name: str, minimum: float, maximum: float | None = None) -> float:
+        """A finite number: nan, inf and -inf are refused (YAML's .nan and .inf, JSON's NaN
+        and Infinity), as a nan compares False with every limit and would switch it off."""
         value = self.raw(name)
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < minimum:
+        allowed = (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= minimum
+            and (maximum is None or value <= maximum)
+        )
+        if not allowed:
+            bound = f"between {minimum:g} and {maximum:g}" if maximum is not None else (
+                f">= {minimum:g}")
             raise ConfigError(
-                f"{self.key(name)}: {value!r} is not allowed; expected a number >= {minimum:g}"
+                f"{self.key(name)}: {value!r} is not allowed; expected a finite number {bound}"
             )
         return float(value)
 
@@ -115,6 +136,15 @@ class Fields:
         return parse_cidr(self.key(name), value, private)
 
 
+def quantity_amount(text: str) -> float:
+    """What a Kubernetes quantity accepted by `Fields.quantity` stands for: cores for a CPU
+    request ("500m" = 0.5), bytes for a memory request ("6Gi" = 6 * 2**30)."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    return float(match["number"]) * _QUANTITY_UNITS[match["unit"] or ""]
+
+
 def parse_cidr(key: str, value: Any, private: bool) -> str:
     try:
         network = ipaddress.ip_network(value, strict=True) if isinstance(value, str) else None
@@ -133,11 +163,30 @@ def parse_cidr(key: str, value: Any, private: bool) -> str:
     return str(network)
 
 
-def min_desired_max(fields: Fields, what: str, lo: str, mid: str, hi: str) -> tuple[int, int, int]:
-    """Three sizes with lo <= mid <= hi and hi >= 1."""
-    low = fields.integer(lo, 0)
-    middle = fields.integer(mid, 0)
-    high = fields.integer(hi, 1)
+def public_addresses(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> int:
+    """How many addresses of `network` are outside the private ranges (RFC 1918; IPv6 unique
+    local fc00::/7). Two CIDR blocks are nested or disjoint, so subtracting the private blocks
+    inside `network` counts exactly."""
+    private = [block for block in (*RFC1918, IPV6_UNIQUE_LOCAL) if block.version == network.version]
+    if any(network.subnet_of(block) for block in private):  # type: ignore[arg-type]
+        return 0
+    inside = [block for block in private if block.subnet_of(network)]  # type: ignore[arg-type]
+    return network.num_addresses - sum(block.num_addresses for block in inside)
+
+
+def world_wide(cidr: str) -> bool:
+    """Does the block hold more public addresses than a /8 of its family (WORLD_WIDE_PREFIX)?"""
+    network = ipaddress.ip_network(cidr, strict=False)
+    return public_addresses(network) > 2 ** (network.max_prefixlen - WORLD_WIDE_PREFIX)
+
+
+def min_desired_max(
+    fields: Fields, what: str, lo: str, mid: str, hi: str, maximum: int
+) -> tuple[int, int, int]:
+    """Three sizes with lo <= mid <= hi, hi >= 1 and all <= maximum."""
+    low = fields.integer(lo, 0, maximum)
+    middle = fields.integer(mid, 0, maximum)
+    high = fields.integer(hi, 1, maximum)
     if not low <= middle <= high:
         raise ConfigError(
             f"{fields.path}: {what} sizes {lo}={low}, {mid}={middle}, {hi}={high} are not "

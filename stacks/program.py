@@ -8,7 +8,7 @@ import pulumi_aws as aws
 from components.data_bucket import DataBucket, DataBucketArgs
 from stacks import outputs
 from stacks.burst import build_burst
-from stacks.config import PROJECT, SpotburstConfig
+from stacks.config_types import PROJECT, SpotburstConfig
 from stacks.spot_cluster import build_spot_cluster
 from vocab.tags import stack_tags
 

@@ -27,8 +27,9 @@ from components.raycluster_spec import (
 )
 from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
 from stacks import outputs
-from stacks.config import (
+from stacks.config_types import (
     API_ENDPOINT_PRIVATE,
+    GCS_FAULT_TOLERANT,
     HEAD_POOL,
     NODE_POOLS,
     NodePoolConfig,
@@ -38,9 +39,6 @@ from stacks.config import (
 from vocab.spot import CAPACITY_SPOT, node_labels
 
 SERVICE_ACCOUNT = "ray-pods"
-GCS_FAULT_TOLERANT = ("inference",)
-"""Experiments whose RayCluster outlives its head (a long-running service, not a batch run):
-their GCS keeps its state in a managed Redis."""
 
 
 def placement(pool_key: str) -> PoolPlacement:

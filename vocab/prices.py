@@ -1,6 +1,5 @@
-"""The dated price table (`vocab/prices.json`) and the one rule that prices a node: read by
-`launch/costs.py` (the plan's cost at both scales) and `stacks/cost_ceiling.py` (the
-program's `spotburst:maxHourlyUsd` refusal), so both give the same number."""
+"""The dated price table (`vocab/prices.json`) and the one rule that prices a node, read by
+the stack's cost estimate (`stacks/costs.py`)."""
 
 from __future__ import annotations
 

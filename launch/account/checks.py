@@ -191,7 +191,7 @@ def check_quotas(
         needs = required_quotas(scale, vcpus)
     except ValueError as error:
         return [*results, _fail("vCPU quotas", f"{error}: add it to "
-                                "launch/account/instance_vcpus.json or change the stack config")]
+                                "vocab/instances.json or change the stack config")]
     if not needs:
         return results
     try:

@@ -21,7 +21,8 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
 class GateError(UserError, RuntimeError):
-    """The gate could not run at all (no config file for the stack, a crash): one line."""
+    """The gate could not run at all (no config file for the stack, one that is not plain
+    YAML, a crash): one line."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result = run_gate(args.stack, args.endpoint_url)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, UserError) as error:
         print(json.dumps({"error": str(error)}))
         return 2
     print(json.dumps(asdict(result)))

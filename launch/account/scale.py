@@ -3,22 +3,18 @@
 `StackScale` describes the stack at maximum scale (node pools with their maximum counts,
 VPCs, Elastic IPs, NAT gateways); `required_quotas` turns it into an amount per quota, a
 pure function. `scale_from_plan` derives the scale from the resources the offline plan
-declares, the same ones `launch/costs.py` prices.
+declares. vCPUs per instance type come from the dated `vocab/instances.json`.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
-from typing import Any
 
 from launch.offline import DeclaredResource
-
-VCPU_TABLE = Path(__file__).with_name("instance_vcpus.json")
+from vocab.instances import load_instance_shapes
 
 
 class Capacity(Enum):
@@ -93,9 +89,8 @@ class QuotaNeed:
     basis: str  # how the amount was reached, e.g. "doll-ray-workers 16 x 4 vCPUs"
 
 
-def load_vcpu_table(path: Path = VCPU_TABLE) -> dict[str, int]:
-    table: dict[str, Any] = json.loads(path.read_text())
-    return {name: int(count) for name, count in table["vcpus"].items()}
+def load_vcpu_table() -> dict[str, int]:
+    return {name: shape.vcpus for name, shape in load_instance_shapes().items()}
 
 
 def vcpu_family(instance_type: str) -> str:

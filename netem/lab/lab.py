@@ -2,6 +2,8 @@
 
 `two_site_lab(profile)` is the context manager; `start_lab` / `stop_lab` are the halves that
 `invoke lab-up` and `invoke lab-down` call in separate processes (through the state file).
+A process is stopped only when it carries the lab's marker (`procs.stop_marked`): a recorded
+PID or a process in one of the lab's namespaces without it is reported and left alone.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from netem.lab.description import LabDescription
 from netem.lab.processes import marked_pids
 from netem.lab.state import LabNotFound, LabState, load_state
 from netem.profile import Profile
-from procs import interrupts_ignored, is_alive, sigterm_raises_interrupt, stop_pids
+from procs import carries_marker, interrupts_ignored, sigterm_raises_interrupt, stop_marked
 from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN
 from vocab.errors import RunFailed, UserError
 
@@ -108,18 +110,27 @@ def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progr
     state = lab if isinstance(lab, LabState) else load_state(lab)
     removed: list[str] = []
     with interrupts_ignored():
-        pids = _lab_pids(state)
-        if pids:
-            progress(f"stopping {len(pids)} lab processes")
         # The recorded `ray start --block` processes first: each stops its own node cleanly.
-        leftover = stop_pids(set(state.pids) & pids, grace_s=10)
+        # A recorded PID that no longer carries the lab's marker names another process now.
+        first = stop_marked(state.pids, state.lab_id, grace_s=10)
+        if first.stopped or first.left:
+            progress(f"stopping {len(first.stopped | first.left)} lab processes")
+        stopped, left = set(first.stopped), set(first.left)
         for _ in range(3):  # then whatever is left, and anything started meanwhile
-            rest = _lab_pids(state) - leftover
+            rest = marked_pids(state.lab_id) - left
             if not rest:
                 break
-            pids |= rest
-            leftover |= stop_pids(rest, grace_s=15)
-        removed += [f"pid {pid}" for pid in sorted(pids - leftover)]
+            more = stop_marked(rest, state.lab_id, grace_s=15)
+            stopped |= more.stopped
+            left |= more.left
+        removed += [f"pid {pid}" for pid in sorted(stopped)]
+        if first.not_ours:
+            progress(f"recorded pids {', '.join(map(str, sorted(first.not_ours)))} are no "
+                     f"longer the lab's (no marker): left alone")
+        strangers = _unmarked_in_namespaces(state)
+        if strangers:
+            progress(f"pids {', '.join(map(str, sorted(strangers)))} run in the lab's "
+                     f"namespaces without its marker: left alone")
         for namespace in state.namespaces:
             netns.delete_namespace(namespace)
             removed.append(f"namespace {namespace}")
@@ -150,22 +161,22 @@ def lab_status(lab_id: str | None = None) -> dict[str, Any]:
     return {
         "lab_id": state.lab_id,
         "up": state.description is not None,
-        "processes_alive": sorted(pid for pid in _lab_pids(state)),
+        "processes_alive": sorted(marked_pids(state.lab_id)),
         "namespaces_present": [ns for ns in state.namespaces if ns in live_namespaces],
         "description": state.description,
         "state_file": str(state.path),
     }
 
 
-def _lab_pids(state: LabState) -> set[int]:
-    pids = {pid for pid in state.pids if is_alive(pid)} | marked_pids(state.lab_id)
+def _unmarked_in_namespaces(state: LabState) -> set[int]:
+    pids: set[int] = set()
     for namespace in state.namespaces:
         pids |= netns.namespace_pids(namespace)
-    return pids
+    return {pid for pid in pids if not carries_marker(pid, state.lab_id)}
 
 
 def _leftovers(state: LabState) -> list[str]:
-    remaining = [f"pid {pid}" for pid in sorted(_lab_pids(state))]
+    remaining = [f"pid {pid}" for pid in sorted(marked_pids(state.lab_id))]
     present = netns.existing_namespaces() if state.namespaces else set()
     remaining += [f"namespace {ns}" for ns in state.namespaces if ns in present]
     if state.temp_dir and Path(state.temp_dir).exists():

@@ -1,35 +1,20 @@
-"""Finding and stopping the lab's processes, never anything else; the lab's short commands.
+"""The lab's processes and its short commands.
 
-Every process the lab starts carries the environment marker SPOTBURST_LAB=<lab id>, which
-Ray passes on to its daemons and workers; a lab's processes are the recorded PIDs, every
-process carrying its marker, and every process inside its namespaces. Starting and stopping
-them is `procs`' job.
+Every process the two-site lab starts carries the environment marker MARKER_ENV=<lab id>
+(Ray passes it on to its daemons and workers); the lab stops a process only when it carries
+that marker (`procs.stop_marked`), never because its PID was recorded or because it runs in
+one of the lab's namespaces: a recorded PID may name another process by now. Starting and
+stopping is `procs`' job; MARKER_ENV and marked_pids live there and are re-exported here.
 """
 
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
+from procs import MARKER_ENV, marked_pids
 from vocab.errors import RunFailed
 
-MARKER_ENV = "SPOTBURST_LAB"
-
-
-def marked_pids(lab_id: str) -> set[int]:
-    """PIDs of live processes whose environment carries this lab's marker."""
-    needle = f"{MARKER_ENV}={lab_id}".encode()
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.add(int(entry.name))
-    return found
+__all__ = ["MARKER_ENV", "LabCommandError", "marked_pids", "run_checked"]
 
 
 def run_checked(argv: list[str], what: str) -> str:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import procs
-from netem.ports import free_local_port
+from netem.ports import free_local_port, free_local_ports
 
 BIN = Path(sys.executable).parent
 FAKE_CREDENTIALS = {
@@ -66,7 +66,7 @@ def ray_head(
     its own node's processes when it gets SIGTERM."""
     bin_dir = bin_dir or BIN
     temp_dir = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
-    ports = {flag: free_local_port() for flag in RAY_PORT_FLAGS}
+    ports = dict(zip(RAY_PORT_FLAGS, free_local_ports(len(RAY_PORT_FLAGS)), strict=True))
     command = [
         str(bin_dir / "ray"), "start", "--head", "--block", "--num-cpus", "2",
         "--temp-dir", str(temp_dir), "--node-ip-address", "127.0.0.1",

@@ -6,7 +6,6 @@ finding, so a test can assert WHICH rule fired, not only that something did.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launch.offline import DeclaredResource, OfflineRun
+from stacks.fields import world_wide
 from tests.infra import cluster_policy
 
 OPEN_TO_WORLD = ("0.0.0.0/0", "::/0")
@@ -81,15 +81,16 @@ def _ingress_sources(resource: DeclaredResource) -> Iterator[str]:
 
 
 def no_ingress_from_the_world(run: OfflineRun) -> list[Violation]:
-    """0.0.0.0/0 and ::/0 never reach anything, whatever adminCidrs says, unless the stack
-    set the loud opt-in (spotburst:allowWorldAdminAccess)."""
+    """No ingress from a block with more public addresses than a /8 (0.0.0.0/0 and ::/0, but
+    also 0.0.0.0/1 + 128.0.0.0/1, 8.0.0.0/7, ...) reaches anything, whatever adminCidrs says,
+    unless the stack set the loud opt-in (spotburst:allowWorldAdminAccess)."""
     if run.config.allow_world_admin_access:
         return []
     return [
         Violation("world-ingress", _label(resource), f"ingress from {source}")
         for resource in run.resources
         for source in _ingress_sources(resource)
-        if ipaddress.ip_network(source, strict=False).prefixlen == 0
+        if world_wide(source)
     ]
 
 
@@ -163,17 +164,26 @@ def file_systems_are_encrypted(run: OfflineRun) -> list[Violation]:
 
 
 def imds_v2_is_required(run: OfflineRun) -> list[Violation]:
+    """Instances and launch templates require IMDSv2 tokens; a managed node group either asks
+    pulumi-eks for IMDSv2 (`enableIMDSv2`) or launches from a declared launch template that
+    requires it."""
+    templates = {
+        r.resource_id: r for r in run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    }
+
+    def requires_tokens(resource: DeclaredResource) -> bool:
+        return (resource.inputs.get("metadataOptions") or {}).get("httpTokens") == "required"
+
     violations = []
     for resource in run.resources:
         if resource.type in ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate"):
-            tokens = (resource.inputs.get("metadataOptions") or {}).get("httpTokens")
-            if tokens != "required":
+            if not requires_tokens(resource):
                 violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
-        elif (
-            resource.type == "eks:index:ManagedNodeGroup"
-            and resource.inputs.get("enableIMDSv2") is not True
-        ):
-            violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
+        elif resource.type == "eks:index:ManagedNodeGroup":
+            template = templates.get(str((resource.inputs.get("launchTemplate") or {}).get("id")))
+            from_template = template is not None and requires_tokens(template)
+            if resource.inputs.get("enableIMDSv2") is not True and not from_template:
+                violations.append(Violation("imdsv2", _label(resource), "IMDSv2 not required"))
     return violations
 
 

@@ -9,7 +9,7 @@ from importlib.metadata import version
 import pytest
 
 from launch.offline import DeclaredResource, OfflineRun, run_offline
-from stacks.config import BurstConfig
+from stacks.config_types import BurstConfig
 from vocab.burst import TRANSFER_RESOURCE
 from vocab.ports import RayPorts
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from launch.offline import DeclaredResource, OfflineRun
-from stacks.config import KNOWN_EXPERIMENTS
+from stacks.config_types import KNOWN_EXPERIMENTS
 from tests.infra import cluster_policy
 from tests.infra.cluster_policy import (
     EKS_CLUSTER,

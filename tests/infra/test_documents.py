@@ -23,7 +23,7 @@ from components.iam_documents import (
     web_identity_trust,
 )
 from launch.offline import DeclaredResource, _CloudMocks, _RecordingMonitor
-from stacks.config import PROJECT
+from stacks.config_types import PROJECT
 
 ARN = "arn:aws:s3:::spotburst-dev-mock"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from launch.offline import DeclaredResource, OfflineRun
-from stacks.config import KNOWN_EXPERIMENTS
+from stacks.config_types import KNOWN_EXPERIMENTS
 from stacks.fields import ConfigError
 from tests.helpers.offline_cache import cached_run
 from tests.infra.security_policy import Violation, fired, violations
@@ -219,6 +219,22 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
                           {"cidrIpv4": "0.0.0.0/0"}),
         {"world-ingress"},
     ),
+    "ingress-from-both-halves-of-the-internet": (
+        lambda run: _with(run, "aws:ec2/securityGroupRule:SecurityGroupRule", {
+            "type": "ingress", "fromPort": 22, "toPort": 22,
+            "cidrBlocks": ["0.0.0.0/1", "128.0.0.0/1"]}),
+        {"world-ingress"},
+    ),
+    "ingress-from-two-public-slash-8s": (
+        lambda run: _with(run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                          {"cidrIpv4": "8.0.0.0/7"}),
+        {"world-ingress"},
+    ),
+    "ingress-from-an-eighth-of-ipv6": (
+        lambda run: _with(run, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                          {"cidrIpv6": "2000::/3"}),
+        {"world-ingress"},
+    ),
     "eks-endpoint-public-by-default": (
         # endpointPublicAccess left out: EKS makes the endpoint public
         lambda run: _with(run, "eks:index:Cluster", {}),
@@ -267,9 +283,19 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
                                metadataOptions=None),
         {"imdsv2"},
     ),
-    "node-group-imdsv2-left-out": (
+    "node-group-launch-template-left-out": (
         lambda run: _set_input(run, "eks:index:ManagedNodeGroup", "eks-spot-cpu",
-                               enableIMDSv2=None),
+                               launchTemplate=None),
+        {"imdsv2"},
+    ),
+    "node-group-launch-template-not-declared": (
+        lambda run: _set_input(run, "eks:index:ManagedNodeGroup", "eks-spot-cpu",
+                               launchTemplate={"id": "lt-elsewhere", "version": "1"}),
+        {"imdsv2"},
+    ),
+    "node-launch-template-imdsv1": (
+        lambda run: _set_input(run, "aws:ec2/launchTemplate:LaunchTemplate", "eks-nodes",
+                               metadataOptions={"httpTokens": "optional"}),
         {"imdsv2"},
     ),
     "instance-imdsv1": (
@@ -590,6 +616,39 @@ def test_a_world_admin_cidr_is_refused_by_config_naming_the_key() -> None:
         message = str(error.value)
         assert message.startswith(f"spotburst:adminCidrs: {world} opens")
         assert "spotburst:allowWorldAdminAccess: true" in message
+
+
+@pytest.mark.parametrize("cidrs", [["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/1"], ["8.0.0.0/7"],
+                                   ["198.51.100.7/32", "2000::/3"]])
+def test_an_admin_cidr_wider_than_a_public_slash_8_is_refused(cidrs: list[str]) -> None:
+    with pytest.raises(ConfigError) as error:
+        cached_run({"spotburst:adminCidrs": json.dumps(cidrs)})
+    wide = cidrs[-1] if cidrs[0] == "198.51.100.7/32" else cidrs[0]
+    assert str(error.value) == (
+        f"spotburst:adminCidrs: {wide} opens the EKS API and SSH to more of the internet than a "
+        "/8 of public addresses; list your own address (e.g. 203.0.113.7/32), or set "
+        "spotburst:allowWorldAdminAccess: true if you really mean it")
+
+
+def test_a_public_slash_8_or_one_that_is_mostly_private_is_not_the_world() -> None:
+    # 10.0.0.0/7 = the private 10/8 and the public 11/8: a /8 of public addresses
+    run = cached_run({"spotburst:adminCidrs": '["8.0.0.0/8", "10.0.0.0/7", "2001:db8::/32"]'})
+    assert violations(run) == []
+
+
+def test_halves_of_the_internet_only_with_the_loud_opt_in_and_the_policy_agrees() -> None:
+    halves = ["0.0.0.0/1", "128.0.0.0/1"]
+    opened = cached_run(
+        {"spotburst:adminCidrs": json.dumps(halves), "spotburst:allowWorldAdminAccess": "true"}
+    )
+    assert opened.one("eks:index:Cluster").inputs["publicAccessCidrs"] == halves
+    assert violations(opened) == []
+    unopened = dataclasses.replace(
+        opened, config=dataclasses.replace(opened.config, allow_world_admin_access=False))
+    found = {(v.resource.split()[0], v.detail) for v in violations(unopened)}
+    assert ("eks:index:Cluster", "ingress from 0.0.0.0/1") in found
+    assert ("eks:index:Cluster", "ingress from 128.0.0.0/1") in found
+    assert {v.rule for v in violations(unopened)} == {"world-ingress"}
 
 
 def test_the_opt_in_must_be_a_boolean() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from launch.offline import DeclaredResource, OfflineRun, run_offline
 from stacks import outputs
+from vocab.instances import load_instance_shapes
 from vocab.spot import SPOT_WARNING_S
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -20,15 +21,7 @@ HELM = "kubernetes:helm.sh/v3:Release"
 EKS_EXPERIMENTS = ("doll", "elastic", "rl", "inference")
 SPOT_TAINT = {"key": "spotburst.io/spot", "value": "true", "effect": "NO_SCHEDULE"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
-# vCPU, GiB of the default pool types (EC2 documentation), to check that pods fit.
-SHAPES = {
-    "m5.2xlarge": (8, 32),
-    "c5.xlarge": (4, 8),
-    "c5a.xlarge": (4, 8),
-    "c6i.xlarge": (4, 8),
-    "g4dn.xlarge": (4, 16),
-    "g4dn.2xlarge": (8, 32),
-}
+SHAPES = load_instance_shapes()
 
 
 def _spec(run: OfflineRun, experiment: str) -> dict[str, Any]:
@@ -161,10 +154,11 @@ def test_pods_fit_the_nodes_of_their_pool(dev_run: OfflineRun) -> None:
             pool = _pool(dev_run, pod["nodeSelector"]["spotburst.io/node-pool"])
             requests = pod["containers"][0]["resources"]["requests"]
             for instance_type in pool["instanceTypes"]:
-                vcpus, memory = SHAPES[instance_type]
+                shape = SHAPES[instance_type]
                 # Leave room for the kubelet reserve and the daemon sets.
-                assert float(requests["cpu"]) <= vcpus - 0.5, (experiment, instance_type)
-                assert gib(requests["memory"]) <= memory * 0.85, (experiment, instance_type)
+                assert float(requests["cpu"]) <= shape.vcpus - 0.5, (experiment, instance_type)
+                assert gib(requests["memory"]) <= shape.memory_gib * 0.85, (
+                    experiment, instance_type)
 
 
 def test_ray_placement_resources_and_labels_follow_the_pool(dev_run: OfflineRun) -> None:
@@ -216,6 +210,25 @@ def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -
             seen_on_demand = True
             assert "terminationGracePeriodSeconds" not in pod and not env
     assert seen_spot and seen_on_demand
+
+
+def test_pods_reach_imds_v2_only_through_the_projects_launch_template(
+    dev_run: OfflineRun,
+) -> None:
+    """The spot-notice agent in a spot pod reads the interruption notice from IMDS: one hop
+    more than the node, so the hop limit is 2 (AL2023's default of 1 drops its packets),
+    and tokens are required. Declared here, not left to pulumi-eks's `enableIMDSv2`."""
+    [template] = dev_run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.inputs["metadataOptions"] == {
+        "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2}
+    groups = dev_run.of_type(NODE_GROUP)
+    assert len(groups) == 4
+    for group in groups:
+        assert group.inputs["launchTemplate"] == {"id": template.resource_id, "version": "1"}
+        # with enableIMDSv2 as well, pulumi-eks refuses a launch template of the user's
+        assert "enableIMDSv2" not in group.inputs, group.name
+        # with a launch template, the node group's version is not the cluster's by default
+        assert group.inputs["version"] == dev_run.config.spot_cluster.eks_version  # type: ignore[union-attr]
 
 
 def test_cluster_autoscaler_discovers_this_cluster_with_a_matching_version(

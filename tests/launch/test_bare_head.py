@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from launch.ray_jobs import JobFailed
 from launch.requirements import pinned_requirements
 from launch.targets import PROJECT_DIR, run_workload
 from launch.working_dir import CODE_PACKAGES
@@ -89,7 +90,9 @@ def test_doll_runs_on_a_head_that_has_only_ray_and_results_come_back_in_its_log(
 
 def test_a_failing_job_reports_its_error(bare_address: str, tmp_path: Path) -> None:
     run = WorkloadRun(name="doll", module="workloads.doll", args=("--zone", "nowhere-1z"))
-    with pytest.raises(RuntimeError, match="nowhere-1z"):
-        run_workload(run, address=bare_address, out=tmp_path / "results",
-                     show=lambda line: None)
+    shown: list[str] = []
+    with pytest.raises(JobFailed, match="ended FAILED") as failed:
+        run_workload(run, address=bare_address, out=tmp_path / "results", show=shown.append)
+    assert "nowhere-1z" in failed.value.tail  # the cause: in the log shown and in the error
+    assert any("nowhere-1z" in line for line in shown)
     assert not (tmp_path / "results").exists()

@@ -79,7 +79,7 @@ class Cluster:
         self.jobs: list[tuple[WorkloadRun, targets.Remote, dict[str, Any] | None]] = []
 
     def run_remote(self, run: WorkloadRun, remote: targets.Remote, out: Path,
-                   show: Any) -> None:
+                   show: Any, *rest: Any) -> None:
         settings = None
         if "--settings" in run.inputs:
             settings = json.loads(run.inputs["--settings"].read_text())
@@ -88,7 +88,7 @@ class Cluster:
         if "down" not in run.args:  # --action up is the default
             assert settings is not None
             self.endpoint = CommandEndpoint(
-                {"job_status": lambda: {"ok": True, "jobs": {}, "coordinator_incarnation": 1}},
+                lambda method, args: {"ok": True, "jobs": {}, "coordinator_incarnation": 1},
                 settings["command_token"], "127.0.0.1", port=0)
             publish_endpoint(LocalStorage(self.store), self.endpoint.url, 1)
             summary: dict[str, Any] = {"store": str(self.store),

@@ -65,3 +65,18 @@ def test_an_interrupted_run_doll_leaves_nothing_running(tmp_path: Path, sent: in
     assert err.count("\n") == 1 and err.startswith("interrupted: removed the local run of "
                                                    "workloads.doll"), err
     assert tagged_processes(tag) == []
+
+
+@pytest.mark.ray
+@pytest.mark.subprocess
+def test_a_local_run_that_prints_no_progress_is_stopped_by_the_watchdog(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    # a second is less than the driver takes to start its Ray and print its first line
+    argv = [sys.executable, "-m", "invoke", "run-doll", *TINY_DOLL_ARGS, "--stall-timeout", "1",
+            "--out", str(tmp_path / "out")]
+    done = subprocess.run(argv, cwd=PROJECT_DIR, env={**os.environ, TAG: tag},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ("error: the run printed no progress for 1 s (--stall-timeout); "
+                           "it was stopped\n")
+    assert tagged_processes(tag) == []

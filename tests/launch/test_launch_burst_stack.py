@@ -139,7 +139,8 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
         requirements: list[str] | None = None,
         token: str | None = None,
         python: str = "python",
-        stall_timeout_s: float | None = None,
+        stall_timeout_s: float = 0.0,
+        trace_log: Path | None = None,
     ) -> str:
         submitted.update(
             address=address,

@@ -84,7 +84,8 @@ def remotes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Remote, dict[str, str
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     seen: list[tuple[Remote, dict[str, str | None]]] = []
 
-    def fake_run_remote(run: WorkloadRun, remote: Remote, out: Path, show: Any) -> None:
+    def fake_run_remote(run: WorkloadRun, remote: Remote, out: Path, show: Any,
+                        stall_timeout_s: float = 0.0) -> None:
         variables = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
         seen.append((remote, variables))
         out.mkdir(parents=True)

@@ -9,11 +9,12 @@ import re
 
 import pytest
 
-from launch.costs import CostEstimate, estimate_hourly_cost, load_price_table
 from launch.offline import OfflineRun, run_offline
 from launch.plan import plan, render_plan
 from launch.stack_config import read_stack_config
-from stacks.config import with_admin_cidr_placeholder
+from stacks.config import parse_config, with_admin_cidr_placeholder
+from stacks.costs import CostEstimate, hourly_cost
+from vocab.prices import load_price_table
 
 # Each offline run of the whole stack program takes seconds: the shipped dev config is run
 # once for the module, and each test runs only the variants it compares against it.
@@ -85,18 +86,19 @@ def test_bigger_pools_cost_more_at_max_only_and_unknown_types_are_named(
     spot = json.loads(raw["spotburst:spotCluster"])
     base = planned[1]
     spot["nodePools"]["spotGpu"]["maxSize"] = 8
-    bigger = estimate_hourly_cost(
-        run_offline({**raw, "spotburst:spotCluster": json.dumps(spot)}).resources,
+    bigger = hourly_cost(
+        parse_config({**raw, "spotburst:spotCluster": json.dumps(spot)}, "dev"),
         load_price_table(),
     )
     assert bigger.hourly_min == pytest.approx(base.hourly_min)
     assert bigger.hourly_max == pytest.approx(base.hourly_max + 4 * 0.29)
-    spot["nodePools"]["spotCpu"]["instanceTypes"] = ["c5.xlarge", "x9z.mega"]
-    unknown = estimate_hourly_cost(
-        run_offline({**raw, "spotburst:spotCluster": json.dumps(spot)}).resources,
+    # c6a.2xlarge: its shape is known (vocab/instances.json), its price is not
+    spot["nodePools"]["spotCpu"]["instanceTypes"] = ["c5.xlarge", "c6a.2xlarge"]
+    unknown = hourly_cost(
+        parse_config({**raw, "spotburst:spotCluster": json.dumps(spot)}, "dev"),
         load_price_table(),
     )
-    assert unknown.unpriced == ["spot c5.xlarge|x9z.mega (eks-spot-cpu)"]
+    assert unknown.unpriced == ["spot c5.xlarge|c6a.2xlarge (pool spot-cpu)"]
 
 
 def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones(
@@ -116,7 +118,7 @@ def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones(
         "spotburst:inference": json.dumps(inference),
         "spotburst:elastic": json.dumps(elastic),
     }
-    fewer = estimate_hourly_cost(run_offline(changed).resources, load_price_table())
+    fewer = hourly_cost(parse_config(changed, "dev"), load_price_table())
     assert fewer.hourly_min == pytest.approx(base.hourly_min - 3 * spot_cpu)
     assert fewer.hourly_max == pytest.approx(base.hourly_max)
 
@@ -124,24 +126,22 @@ def test_minimum_counts_fixed_replicas_but_not_autoscaled_ones(
 def test_the_gcs_redis_is_priced_per_node_in_the_plan_and_the_ceiling(
     raw: dict[str, str], planned: Planned
 ) -> None:
-    from stacks.cost_ceiling import max_scale_hourly_usd
-
     table = load_price_table()
     with_redis, cost, _ = planned
     [line] = [line for line in cost.lines if line.item.startswith("ElastiCache")]
-    assert line.item == "ElastiCache cache.t4g.small (inference-gcs-redis)"
+    assert line.item == "ElastiCache cache.t4g.small (inference GCS Redis)"
     assert (line.count_min, line.count_max, line.unit_price) == (2, 2, 0.032)
-    shown = (r"\n  ElastiCache cache\.t4g\.small \(inference-gcs-redis\) +0\.0320 +2 +0\.064"
+    shown = (r"\n  ElastiCache cache\.t4g\.small \(inference GCS Redis\) +0\.0320 +2 +0\.064"
              r" +2 +0\.064\n")
     assert re.search(shown, render_plan(with_redis, cost))
     # without the inference cluster there is no Redis, in the plan or in maxHourlyUsd
     experiments = '["doll", "elastic", "rl", "burst"]'
     without = run_offline({**raw, "spotburst:experiments": experiments})
     assert not any(r.type.startswith("aws:elasticache") for r in without.resources)
-    ceiling = max_scale_hourly_usd(with_redis.config, table)
-    ceiling_without = max_scale_hourly_usd(without.config, table)
+    ceiling = hourly_cost(with_redis.config, table).hourly_max
+    ceiling_without = hourly_cost(without.config, table).hourly_max
     assert ceiling == pytest.approx(cost.hourly_max)
     inference_pool_nodes = ceiling - ceiling_without - 2 * 0.032
     assert inference_pool_nodes >= 0  # the Redis is counted on top of what the pools cost
     unpriced = {**table, "elasticache": {}}
-    assert estimate_hourly_cost(with_redis.resources, unpriced).unpriced == [line.item]
+    assert hourly_cost(with_redis.config, unpriced).unpriced == [line.item]

@@ -1,10 +1,14 @@
-"""A Ray Job's end: its log stream may close before the job leaves RUNNING."""
+"""A Ray Job's end (its log stream may close before the job leaves RUNNING), and its log
+without Ray's own crash output (real samples from lab runs in ray_logs/)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from ray.job_submission import JobStatus
 
-from launch.ray_jobs import wait_for_end
+from launch.ray_jobs import RayTraceDiverter, ray_trace_line, wait_for_end, without_ray_traces
 
 
 def test_a_job_still_running_when_its_log_closes_is_waited_for() -> None:
@@ -22,3 +26,92 @@ def test_a_job_still_running_when_its_log_closes_is_waited_for() -> None:
 def test_a_job_that_never_ends_is_reported_as_it_is_at_the_timeout() -> None:
     assert wait_for_end(lambda: JobStatus.RUNNING, timeout_s=0, poll_s=0) == JobStatus.RUNNING
     assert wait_for_end(lambda: JobStatus.FAILED, timeout_s=30, poll_s=0) == JobStatus.FAILED
+
+
+SAMPLES = Path(__file__).with_name("ray_logs")
+
+
+def split(sample: str) -> tuple[list[str], list[str]]:
+    """A sample's lines: (kept for the user, diverted as Ray's crash output)."""
+    shown: list[str] = []
+    diverted: list[str] = []
+    in_block = False
+    for line in (SAMPLES / sample).read_text().splitlines():
+        in_block = ray_trace_line(line, in_block)
+        (diverted if in_block else shown).append(line)
+    return shown, diverted
+
+
+def test_a_raylet_killed_under_a_running_job_is_diverted_whole() -> None:
+    """A job's log when a worker node's raylet got SIGSEGV: its signal report, frames and
+    death notice (with the raylet's last log lines) go; the driver's lines and Ray's
+    one-line note that the node died stay."""
+    shown, diverted = split("raylet_sigsegv_job.log")
+    assert [line for line in shown if line.startswith("driver:")] == [
+        "driver: started", *(f"driver: round {n} [0, 1]" for n in range(5)), "driver: done"]
+    assert len(shown) == 10  # the driver's 7, Ray's connect line, the node-died note (2)
+    assert any("has been marked dead" in line for line in shown)
+    assert len(diverted) == 25
+    assert not any(marker in line for line in shown for marker in (
+        "SIGSEGV", "@     0x", "Raylet is terminated", "[state-dump]"))
+
+
+def test_a_fatal_signal_report_ends_at_the_next_ordinary_line() -> None:
+    shown, diverted = split("driver_sigterm.log")
+    assert [line.split("] ", 1)[1][:30] for line in diverted] == [
+        "logging.cc:474: *** SIGTERM re", "logging.cc:474: PC: @     0x7f",
+        "logging.cc:474:     @     0x7f"]
+    assert "Sending disconnect message" in shown[2]
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-11-26 23:30:01,002 C 4242 4242] (raylet) grpc_server.cc:120: Check failed: server_",
+    "\x1b[33m(raylet)\x1b[0m *** SIGTERM received at time=1795735640 on cpu 1 ***",
+    "(work pid=77, ip=192.0.2.2) *** SIGABRT received at time=1 on cpu 0 ***",
+])
+def test_a_block_starts_at_a_failed_check_or_a_signal_report(line: str) -> None:
+    assert ray_trace_line(line, in_block=False)
+
+
+@pytest.mark.parametrize("line", [
+    "elastic: step 40/300 on 3 workers",
+    "    File \"train.py\", line 3, in <module>",  # indented, but no block is open
+    "RuntimeError: check failed on the input",
+])
+def test_ordinary_lines_start_no_block(line: str) -> None:
+    assert not ray_trace_line(line, in_block=False)
+
+
+def test_the_diverter_writes_the_blocks_to_the_file_and_says_so_once(tmp_path: Path) -> None:
+    shown: list[str] = []
+    diverter = RayTraceDiverter(shown.append, tmp_path / "run" / "ray-traces.log")
+    lines = (SAMPLES / "raylet_sigsegv_job.log").read_text().splitlines()
+    for line in lines:
+        diverter(line)
+    notices = [line for line in shown if "Ray's own crash output" in line]
+    assert notices == [f"(Ray's own crash output, C++ stack traces among it, is in "
+                       f"{tmp_path / 'run' / 'ray-traces.log'})"]
+    assert len(shown) == 11 and diverter.diverted == 25
+    assert (tmp_path / "run" / "ray-traces.log").read_text().count("\n") == 25
+    assert without_ray_traces(lines) == [line for line in shown if line not in notices]
+
+
+def test_a_failed_check_and_its_stack_trace_are_diverted() -> None:
+    """A raylet whose node-manager port was taken (raylet.err, frames trimmed): gRPC's own
+    error line stays, the failed check and every frame after it go."""
+    shown, diverted = split("raylet_check_failed.log")
+    assert len(shown) == 1 and "No address added" in shown[0]
+    assert "Check failed: server_ Failed to start the grpc server" in diverted[0]
+    assert diverted[1] == "*** StackTrace Information ***" and len(diverted) == 10
+
+
+def test_a_spot_nodes_preemption_under_a_job_leaves_one_line_of_ray_in_view() -> None:
+    """A spot lab node preempted under a running job (notice, drain, kill): Ray reports the
+    raylet's end twice with its last 20 log lines; the user keeps the driver's lines and
+    Ray's one line that the task is retried."""
+    shown, diverted = split("spot_node_preempted_job.log")
+    assert [line for line in shown if not line.startswith("driver:")][1:] == [
+        "\x1b[33m(raylet)\x1b[0m Task work failed due to node preemption. The task will be "
+        "retried, but the retry will not count against the normal retry count."]
+    assert len(shown) == 8 and len(diverted) == 43
+    assert sum("Raylet is terminated" in line for line in diverted) == 2

@@ -16,8 +16,6 @@ RAY_CHATTER = [
     "is enabled for this Ray cluster.",
     "2026-11-26 23:40:02,001\tINFO controller.py:452 -- Deciding NOT to start a worker group",
     "[2026-11-26 23:40:02,001 E 2314 2399] core_worker.cc:612: Raylet is terminated.",
-    "*** SIGTERM received at time=1764199202 on cpu 1 ***",
-    "    @     0x7f3a2c1d4520  (unknown)",
     "",
     "   ",
 ]

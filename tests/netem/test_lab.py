@@ -13,10 +13,18 @@ from pathlib import Path
 import pytest
 
 import procs
-from netem.lab import LabDescription, LabUnavailable, lab_status, running_lab, two_site_lab
+from netem.lab import (
+    LabDescription,
+    LabUnavailable,
+    lab_status,
+    running_lab,
+    stop_lab,
+    two_site_lab,
+)
 from netem.lab import netns as netns_module
-from netem.lab.state import recorded_lab_ids
+from netem.lab.state import LabState, recorded_lab_ids
 from netem.profile import load_profile
+from procs import MARKER_ENV
 from tests.helpers.lab import assert_nothing_left, needs_netns
 from tests.helpers.processes import ctrl_c_as_from_a_terminal
 
@@ -172,3 +180,27 @@ def test_lab_tasks_without_root_print_one_line_and_exit_2() -> None:
                 "error: the two-site lab needs root and iproute2 network namespaces (ip netns, "
                 "tc) (not root); run as root or use --address/--stack"
             ]
+
+
+@pytest.mark.subprocess
+def test_lab_down_never_stops_a_recorded_pid_without_the_labs_marker(tmp_path: Path) -> None:
+    """A stale record (its lab died) names PIDs that may be anyone's by now: only what
+    carries the lab's marker is stopped; the record goes either way."""
+    sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
+    env = {key: value for key, value in os.environ.items() if key != MARKER_ENV}
+    foreign = subprocess.Popen(sleep, env=env, stdout=subprocess.PIPE, text=True)
+    ours = subprocess.Popen(sleep, env={**env, MARKER_ENV: "abc123"}, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        for process in (foreign, ours):
+            procs.wait_for_line(process, "up", timeout_s=30, name="sleep")
+        LabState(lab_id="abc123", temp_dir=str(tmp_path / "sb-abc123"),
+                 pids=[foreign.pid, ours.pid]).save()
+        (tmp_path / "sb-abc123").mkdir()
+        removed = stop_lab("abc123", progress=lambda message: None)
+        assert procs.is_alive(foreign.pid)
+        assert ours.wait(timeout=10) == -signal.SIGTERM
+        assert removed == [f"pid {ours.pid}", f"directory {tmp_path / 'sb-abc123'}"]
+        assert recorded_lab_ids() == []
+    finally:
+        procs.stop_children([foreign, ours], grace_s=5)

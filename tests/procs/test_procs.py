@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from procs import ProcessNotReady, follow, is_alive, running, spawn, stop, wait_for_line
+from procs import (
+    MARKER_ENV,
+    ProcessNotReady,
+    follow,
+    is_alive,
+    log_gist,
+    marked_pids,
+    running,
+    spawn,
+    start_time,
+    stop,
+    stop_children,
+    stop_marked,
+    wait_for_line,
+)
 from tests.helpers.waiting import wait_until
 
 PY = sys.executable
@@ -121,3 +136,110 @@ def test_follow_past_its_timeout_also_kills_what_the_process_started() -> None:
         for pid in pids:
             if is_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+SLEEPER = [PY, "-c", "import time; print('up', flush=True); time.sleep(600)"]
+
+
+def sleeper(marker: str | None = None) -> subprocess.Popen[str]:
+    """A process that sleeps, with MARKER_ENV=`marker` in its environment if given."""
+    env = {MARKER_ENV: marker} if marker is not None else None
+    if marker is None:
+        env = {key: value for key, value in os.environ.items() if key != MARKER_ENV}
+        process = subprocess.Popen(SLEEPER, env=env, stdout=subprocess.PIPE, text=True)
+    else:
+        process = spawn(SLEEPER, env=env)
+    wait_for_line(process, "up", timeout_s=30, name="sleeper")
+    return process
+
+
+def test_stop_marked_stops_only_what_carries_the_owners_marker() -> None:
+    ours = sleeper("lab1/spot-0")
+    whole_lab = sleeper("lab1")
+    other_lab = sleeper("lab10/spot-0")  # shares a prefix, not the owner
+    foreign = sleeper()
+    try:
+        pids = {p.pid for p in (ours, whole_lab, other_lab, foreign)}
+        assert marked_pids("lab1") == {ours.pid, whole_lab.pid}
+        stopped = stop_marked(pids, "lab1", grace_s=5)
+        assert stopped.stopped == {ours.pid, whole_lab.pid} and not stopped.left
+        assert stopped.not_ours == {other_lab.pid, foreign.pid}
+        assert ours.wait(timeout=10) == -signal.SIGTERM
+        assert is_alive(other_lab.pid) and is_alive(foreign.pid)
+    finally:
+        for process in (ours, whole_lab, other_lab, foreign):
+            stop(process)
+
+
+def test_a_marked_process_that_ignores_sigterm_is_killed() -> None:
+    script = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "print('up', flush=True); time.sleep(600)")
+    stubborn = spawn([PY, "-c", script], env={MARKER_ENV: "lab2/head"})
+    try:
+        wait_for_line(stubborn, "up", timeout_s=30, name="stubborn")
+        stopped = stop_marked([stubborn.pid], "lab2", grace_s=0.3)
+        assert stopped.stopped == {stubborn.pid}
+        assert stubborn.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        stop(stubborn)
+
+
+def test_gone_pids_are_in_no_set() -> None:
+    done = spawn([PY, "-c", "pass"], env={MARKER_ENV: "lab3"})
+    done.wait(timeout=30)
+    stopped = stop_marked([done.pid], "lab3")
+    assert not (stopped.stopped or stopped.left or stopped.not_ours)
+
+
+def test_a_marked_process_never_finds_itself_among_its_labs_processes() -> None:
+    sibling = sleeper("lab5/spot-0")
+    script = ("import os, procs; found = procs.marked_pids('lab5'); "
+              "print(os.getpid() in found, len(found), flush=True)")
+    try:
+        code, lines = follow([PY, "-c", script], lambda line: None, timeout_s=60, name="me",
+                             env={MARKER_ENV: "lab5/head"})
+        assert (code, lines) == (0, ["False 1"])  # its sibling, not itself
+    finally:
+        stop(sibling)
+
+
+def test_stop_children_stops_every_handle_together() -> None:
+    children = [sleeper("lab4") for _ in range(3)]
+    stop_children(children, grace_s=5)
+    assert [child.returncode for child in children] == [-signal.SIGTERM] * 3
+
+
+def test_start_time_names_one_process() -> None:
+    child = sleeper()
+    try:
+        first = start_time(child.pid)
+        assert first is not None and first == start_time(child.pid)
+    finally:
+        stop(child)
+    assert start_time(child.pid) is None
+
+
+@pytest.mark.parametrize("log, gist", [
+    ("2026 INFO starting\nTraceback (most recent call last):\n  File \"x.py\", line 3\n"
+     "    raise Exception(...)\nException: The current node timed out during startup.\n"
+     "done\n", "Exception: The current node timed out during startup."),
+    ("[2026 E 1 1] (raylet) main.cc:9: Check failed: port > 0 no port\n", "Check failed"),
+    ("just\nthe last line\n", "the last line"),
+    ("", ""),
+])
+def test_log_gist_is_the_line_that_says_what_went_wrong(tmp_path: Path, log: str,
+                                                          gist: str) -> None:
+    path = tmp_path / "node.log"
+    path.write_text(log)
+    assert gist in log_gist(path)
+    assert len(log_gist(path)) <= 160
+    assert log_gist(tmp_path / "missing.log") == ""
+
+
+@pytest.mark.subprocess
+def test_follow_kills_a_process_its_caller_calls_stalled_and_returns_its_end() -> None:
+    seen: list[str] = []
+    script = "import time; print('one', flush=True); time.sleep(600)"
+    code, lines = follow([PY, "-c", script], seen.append, timeout_s=600,
+                         name="stalling", stalled=lambda: seen == ["one"])
+    assert lines == ["one"] and code == -signal.SIGKILL  # killed, not timed out

@@ -33,7 +33,7 @@ from workloads.common.billing import Meter
     ({"replace_delay_s": -1}, "--replace-delay"),
     ({"bid": 0.1}, "--trace is required with --bid"),
     ({"trace": "x.json"}, "--bid is required with --trace"),
-    ({"trace": "/nonexistent.json", "bid": 0.1}, "--trace: trace /nonexistent.json: no such"),
+    ({"trace": "/nonexistent.json", "bid": 0.1}, "--trace: /nonexistent.json: no such file"),
     ({"object_store_mb": 10}, "--object-store-mb"),
 ])
 def test_a_bad_setting_names_its_flag(changes: dict[str, object], flag: str) -> None:
@@ -54,8 +54,8 @@ def test_nodes_and_round_trip() -> None:
 
 def test_a_spot_node_carries_the_spot_clusters_labels_and_resources() -> None:
     spec = SpotLabConfig(cpus_per_node=2).nodes()[-1]
-    argv = ray_node_argv(spec, node_ports(), head_address="127.0.0.1:1", temp_dir=Path("/t"),
-                         object_store_mb=100)
+    argv = ray_node_argv(spec, node_ports(set()), head_address="127.0.0.1:1",
+                         temp_dir=Path("/t"), object_store_mb=100)
     assert "--labels=capacity=spot,pool=spot" in argv
     assert f"--resources={json.dumps({SPOT_RESOURCE: 2.0})}" in argv
     assert "--block" in argv and "--address=127.0.0.1:1" in argv
@@ -65,6 +65,15 @@ def test_a_spot_node_carries_the_spot_clusters_labels_and_resources() -> None:
     assert placement_resources(POOL_LEARNER, 1) == {"learner": 1.0}
     with pytest.raises(ValueError, match="pool 'gpu'"):
         node_labels("gpu")
+
+
+def test_nodes_started_together_never_share_a_port() -> None:
+    """Ports are chosen before any node binds them: each node's differ from the others'."""
+    taken: set[int] = set()
+    for _ in range(20):
+        ports = {port for port in vars(node_ports(taken)).values() if port}
+        assert len(ports) == 9 and not ports & taken
+        taken |= ports
 
 
 def test_the_markov_schedule_is_the_seeds_and_has_availability_alpha() -> None:

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from spotlab.endpoint import NoticeEndpoint, notice_time
-from vocab.spot import IMDS_ENDPOINT, IMDS_ENDPOINT_ENV
+from spotlab.endpoint import (
+    MAX_CONNECTIONS,
+    MAX_TOKENS,
+    READ_TIMEOUT_S,
+    NoticeEndpoint,
+    notice_time,
+)
+from tests.helpers.waiting import wait_until
+from vocab.spot import (
+    IMDS_ENDPOINT,
+    IMDS_ENDPOINT_ENV,
+    IMDS_INSTANCE_ACTION_PATH,
+    IMDS_TOKEN_HEADER,
+    IMDS_TOKEN_PATH,
+    IMDS_TOKEN_TTL_HEADER,
+)
 from workloads.common.spot_notice import (
     MalformedNotice,
     NoticeUnavailable,
@@ -128,3 +145,68 @@ def test_the_endpoint_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 def test_notice_time_round_trips() -> None:
     body = f'{{"action": "terminate", "time": "{notice_time(1_800_000_000.7)}"}}'.encode()
     assert parse_notice(body).time.timestamp() == 1_800_000_000
+
+
+def half_sent(endpoint: NoticeEndpoint, count: int) -> list[socket.socket]:
+    """Connections that send the start of a request and never its end."""
+    connections = []
+    for _ in range(count):
+        connection = socket.create_connection(("127.0.0.1", endpoint.port), timeout=10)
+        connection.sendall(f"GET {IMDS_INSTANCE_ACTION_PATH} HTTP/1.1\r\nHost: x\r\n".encode())
+        connections.append(connection)
+    return connections
+
+
+def put_token(url: str) -> str:
+    request = urllib.request.Request(url + IMDS_TOKEN_PATH, method="PUT",
+                                     headers={IMDS_TOKEN_TTL_HEADER: "60"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return str(response.read().decode())
+
+
+def get_status(url: str, token: str) -> int:
+    request = urllib.request.Request(url + IMDS_INSTANCE_ACTION_PATH,
+                                     headers={IMDS_TOKEN_HEADER: token})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_half_sent_requests_are_cut_off_and_the_endpoint_still_answers(
+        endpoint: NoticeEndpoint) -> None:
+    stalled = half_sent(endpoint, 20)
+    try:
+        wait_until(lambda: endpoint.connections == 20, 10, "20 connections held")
+        assert NoticeWatcher(endpoint.url, timeout_s=2).check() is None  # answered meanwhile
+        for connection in stalled:  # closed by the endpoint, without an answer
+            connection.settimeout(READ_TIMEOUT_S + 10)
+            assert connection.recv(1024) == b""
+        wait_until(lambda: endpoint.connections == 0, 10, "every handler thread freed")
+    finally:
+        for connection in stalled:
+            connection.close()
+
+
+def test_connections_past_the_cap_are_turned_away(endpoint: NoticeEndpoint) -> None:
+    stalled = half_sent(endpoint, MAX_CONNECTIONS)
+    try:
+        wait_until(lambda: endpoint.connections == MAX_CONNECTIONS, 10, "the cap reached")
+        extra = half_sent(endpoint, 1)[0]
+        stalled.append(extra)
+        assert extra.recv(1024) == b""  # closed at once: the others still hold their slots
+        assert endpoint.connections == MAX_CONNECTIONS
+    finally:
+        for connection in stalled:
+            connection.close()
+    wait_until(lambda: endpoint.connections == 0, READ_TIMEOUT_S + 10, "the slots freed")
+    assert NoticeWatcher(endpoint.url, timeout_s=2).check() is None
+
+
+def test_tokens_past_the_cap_retire_the_oldest(endpoint: NoticeEndpoint) -> None:
+    tokens = [put_token(endpoint.url) for _ in range(MAX_TOKENS + 5)]
+    assert endpoint.tokens_held == MAX_TOKENS
+    assert [get_status(endpoint.url, token) for token in tokens[:5]] == [401] * 5
+    assert get_status(endpoint.url, tokens[5]) == 404  # still valid: no notice yet
+    assert get_status(endpoint.url, tokens[-1]) == 404

@@ -1,5 +1,7 @@
 """The inference cluster's pure parts: fair shares and the stride pick, latency statistics
-with true percentiles, the query-rate window, and model files read without unpickling."""
+with true percentiles, the query-rate window, model files read without unpickling and
+checked against their real size, the one check of a command (the CLI's and the service's),
+stored job records, and the exactly-once count from delivered answers."""
 
 from __future__ import annotations
 
@@ -119,10 +121,186 @@ def test_model_round_trips_and_a_pickled_file_is_refused() -> None:
     assert model.predict_one(np.array([1.0, 0.0, 0.0], np.float32)) == 1
     buffer = io.BytesIO()
     np.save(buffer, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(ModelFileError, match="labels: not a .npy array"):
+    with pytest.raises(ModelFileError, match="labels: a .npy array of object"):
         array_from_bytes(buffer.getvalue(), "labels")
-    with pytest.raises(ModelFileError, match="labels: not a .npy array"):
+    with pytest.raises(ModelFileError, match="labels: a .npy array of object"):
         array_shape(buffer.getvalue(), "labels")  # job-add reads the header alone
     assert array_shape(array_to_bytes(np.zeros((7, 64), np.float32)), "t") == (7, 64)
     with pytest.raises(ModelFileError, match="m: not a model file"):
         Mlp.from_bytes(array_to_bytes(np.zeros(3)), "m")
+
+
+def test_a_npy_header_that_claims_more_rows_than_the_file_holds_is_refused() -> None:
+    real = array_to_bytes(np.zeros((3, 64), np.float32))
+    header = real[:real.index(b"\n") + 1]
+    forged = header.replace(b"(3, 64)", b"(40000000, 64)").ljust(len(header))[:len(header)]
+    forged = forged[:-1] + b"\n"
+    assert len(forged) == len(header)
+    with pytest.raises(ModelFileError, match=r"claims an array of shape \(40000000, 64\)"):
+        array_shape(forged + b"\0" * 64, "t")
+    with pytest.raises(ModelFileError, match="claims"):
+        array_from_bytes(real[:-4], "t")  # one float short
+    with pytest.raises(ModelFileError, match="expected integers or unsigned integers"):
+        array_shape(real, "labels", kinds="iu")
+
+
+def test_a_model_whose_arrays_do_not_make_layers_is_refused() -> None:
+    def npz(**arrays: np.ndarray) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]
+        return buffer.getvalue()
+
+    for arrays, expected in (
+            ({"w0": np.zeros((3, 2)), "b0": np.zeros(2), "x": np.zeros(1)}, "expected arrays"),
+            ({"w0": np.zeros((3, 2)), "b0": np.zeros(5)}, "layer 0 has weights"),
+            ({"w0": np.zeros(3), "b0": np.zeros(3)}, "layer 0 has weights"),
+            ({"w0": np.zeros((3, 2)), "b0": np.zeros(2), "w1": np.zeros((4, 1)),
+              "b1": np.zeros(1)}, "do not chain")):
+        with pytest.raises(ModelFileError, match=expected):
+            Mlp.from_bytes(npz(**arrays), "m")
+    with pytest.raises(ModelFileError, match="not a model file"):
+        Mlp.from_bytes(b"PK\x03\x04 not a zip", "m")
+
+
+def test_the_command_check_accepts_what_the_cli_sends_and_nothing_else() -> None:
+    from workloads.common.options import OptionError
+    from workloads.inference.options import JOB_SPEC, parse_command
+
+    job = JOB_SPEC.from_text({"model": "m", "testset": "t", "labels": "l", "batch_size": "7"})
+    sent = parse_command("job_add", ["j", *job.files(), job.batch_size])
+    assert sent.job == job and parse_command("job_add", sent.args()) == sent
+    assert parse_command("job_status", []).name is None
+    assert parse_command("job_stop", ["j"]).name == "j"
+    for method, args, flag in (
+            ("job_add", ["j", "m", "t", "l", float("nan")], "--batch-size"),
+            ("job_add", ["j", "m", "t", "l", 1.5], "--batch-size"),
+            ("job_add", ["j", "m", "t", "l", True], "--batch-size"),
+            ("job_add", ["j", "m", "t", "l", 10**29], "--batch-size"),
+            ("job_add", ["x" * 65, "m", "t", "l", 5], "NAME"),
+            ("job_add", ["j", "m/x", "t", "l", 5], "--model"),
+            ("job_add", ["j", "m", ".", "l", 5], "--testset"),
+            ("job_add", ["j", "m", "t", None, 5], "--labels"),
+            ("job_start", [], "job_start"), ("job_start", [5], "NAME"),
+            ("members", ["x"], "members"), ("shutdown", [], "method"), (None, [], "method")):
+        with pytest.raises(OptionError) as refused:
+            parse_command(method, args)
+        assert refused.value.flag == flag, (method, args)
+        assert "\n" not in str(refused.value)
+
+
+def test_a_stored_job_record_is_checked_like_a_command() -> None:
+    from workloads.inference.coordinator import Job, StoredRecordError, new_run_id
+
+    good = Job("b", "m", "t", "l", 20, 450).record()
+    assert Job.from_record("b", good).sub_jobs == 23
+    running = {**good, "state": "running", "run_id": new_run_id("b"), "started_at": 1.0}
+    assert Job.from_record("b", running).state == "running"
+    for change, expected in (
+            ({"batch_size": float("nan")}, "--batch-size"), ({"batch_size": 1.5}, "--batch-size"),
+            ({"batch_size": True}, "--batch-size"), ({"queries": 2.5}, "queries"),
+            ({"queries": 10**9}, "queries"), ({"name": "c"}, "names job 'c'"),
+            ({"state": "running"}, "run_id ''"), ({"state": "lost"}, "state"),
+            ({"run_id": "c-0123abcd", "state": "done"}, "run_id"),
+            ({"added_at": float("inf")}, "added_at"), ({"error": 5}, "error"),
+            ({"model": "../x"}, "--model")):
+        with pytest.raises(StoredRecordError, match=expected):
+            Job.from_record("b", {**good, **change})
+    with pytest.raises(StoredRecordError, match="fields differ"):
+        Job.from_record("b", {**good, "extra": 1})
+    with pytest.raises(StoredRecordError, match="fields differ"):
+        Job.from_record("b", [good])
+
+
+def test_lost_and_duplicated_answers_are_counted_from_the_delivered_ids() -> None:
+    from workloads.inference.stats import delivery
+
+    labels = [3, 1, 4, 1, 5]
+    exact = delivery([0, 1, 2, 3, 4], [3, 1, 4, 1, 0], labels, expected=[3, 1, 4, 1, 0])
+    assert exact == {"queries": 5, "answered": 5, "lost": 0, "duplicated": 0, "unknown": 0,
+                     "mismatched": 0, "correct": 4}
+    # query 2 lost, query 3 answered twice (a planted duplicate), one id no query has
+    planted = delivery([0, 1, 3, 3, 4, 9], [3, 1, 1, 1, 5, 0], labels,
+                       expected=[3, 1, 4, 2, 5])
+    assert planted["lost"] == 1 and planted["duplicated"] == 1 and planted["unknown"] == 1
+    assert planted["mismatched"] == 2 and planted["answered"] == 6
+
+
+def test_the_rate_dip_and_the_seconds_until_it_is_back_within_5_percent() -> None:
+    from workloads.inference.stats import recovery
+
+    times = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    rates = [100.0, 100.0, 40.0, 70.0, 96.0, 100.0, 99.0]
+    assert recovery(times, rates, at=2.5) == {"level_qps": 100.0, "dip": 0.6,
+                                               "recovered_s": 2.5}
+    assert recovery(times, [100.0] * 7, at=2.5)["recovered_s"] == 0.0
+    assert recovery(times, [100.0, 100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
+                    at=2.5)["recovered_s"] is None
+
+
+def test_the_summary_counts_a_planted_lost_and_duplicated_answer(tmp_path: object) -> None:
+    """The experiment's exactly-once check on a store whose merged output lost query 1 and
+    answered query 2 twice: both counted, beside what the service reported."""
+    import json
+    from pathlib import Path
+
+    from workloads.common.storage import LocalStorage
+    from workloads.inference.experiment import exactly_once
+
+    assert isinstance(tmp_path, Path)
+    store = LocalStorage(tmp_path)
+    model = Mlp((np.array([[1.0, 0.0], [0.0, 1.0]], np.float32),),
+                (np.zeros(2, np.float32),))
+    queries = np.array([[1, 0], [0, 1], [2, 0], [0, 3]], np.float32)
+    store.write_bytes("files/tiny_model", model.to_bytes())
+    store.write_bytes("files/tiny_testset", array_to_bytes(queries))
+    store.write_bytes("files/tiny_label", array_to_bytes(np.array([0, 1, 0, 0])))
+    job = {"run_id": "tiny-0123abcd", "reruns": 2, "duplicates_discarded": 1}
+
+    def output(ids: list[int], predictions: list[int]) -> dict[str, object]:
+        store.write_bytes("jobs/tiny-0123abcd/output.json",
+                          json.dumps({"ids": ids, "predictions": predictions}).encode())
+        return exactly_once(store, job, "tiny")
+
+    exact = output([0, 1, 2, 3], [0, 1, 0, 1])
+    assert exact["ok"] and (exact["lost"], exact["duplicated"]) == (0, 0)
+    assert exact["accuracy"] == 0.75 and exact["reruns"] == 2
+    planted = output([0, 2, 2, 3], [0, 0, 0, 1])
+    assert not planted["ok"]
+    assert (planted["lost"], planted["duplicated"], planted["mismatched"]) == (1, 1, 0)
+    assert planted["duplicates_discarded"] == 1
+
+
+def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
+    from benchmarks.inference_fairness import verdicts
+
+    fair = {"run": "2 jobs fair", "spread_max": 1.03, "lost": 0, "duplicated": 0,
+            "mismatched": 0, "exactly_once": True}
+    assert all(met for _, met in verdicts([fair], {"members": 0.1}, []))
+    for change in ({"spread_max": 1.06}, {"spread_max": None}, {"exactly_once": False}):
+        checks = verdicts([{**fair, **change}], {}, [])
+        assert not all(met for _, met in checks), change
+    assert not all(met for _, met in verdicts([fair], {"members": 2.5}, []))
+    assert not all(met for _, met in verdicts([], {}, [("job-start j", 0.3, 0.4, 0, 2)]))
+    fcfs = {**fair, "run": "2 jobs fcfs", "spread_max": None}  # no spread target for fcfs
+    assert all(met for _, met in verdicts([fcfs], {}, []))
+
+
+def test_a_store_is_one_every_node_of_the_cluster_reaches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative folder is each node's own (the bug that failed every default run); a
+    folder is shared only by nodes on one machine; s3:// by any."""
+    from workloads.inference import service
+
+    def nodes(*hosts: str) -> None:
+        monkeypatch.setattr(service.ray, "nodes", lambda: [
+            {"NodeManagerAddress": host, "Alive": True} for host in hosts]
+            + [{"NodeManagerAddress": "10.9.9.9", "Alive": False}])
+
+    nodes("127.0.0.1", "127.0.0.1", "127.0.0.1")  # the local lab
+    service.check_store_reaches_every_node("/abs/store")
+    with pytest.raises(service.ServiceError, match="a relative folder is each node's own"):
+        service.check_store_reaches_every_node("results/inference/x/store")
+    nodes("10.0.0.1", "10.0.0.2")
+    with pytest.raises(service.ServiceError, match="not shared by this cluster's 2 machines"):
+        service.check_store_reaches_every_node("/abs/store")
+    service.check_store_reaches_every_node("s3://bucket/store")

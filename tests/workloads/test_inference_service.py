@@ -1,6 +1,8 @@
 """The inference service on a real spot lab (one per module): fair share between two jobs of
 very different cost per query, two workers and the coordinator killed with every query
-answered exactly once, and commands refused with one line naming what was wrong."""
+answered exactly once, commands refused with one line naming what was wrong, and the
+coordinator killed after every kind of command (and after each refused one, and with a bad
+job record planted in the store) coming back each time and finishing the job."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from spotlab.state import STATE_DIR_ENV as LAB_STATE_DIR_ENV
 from tests.helpers.waiting import wait_until
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
-from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE
+from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE, Job
 from workloads.inference.endpoint import read_endpoint, send_command
 from workloads.inference.models import (
     Bundle,
@@ -173,6 +175,7 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         job = final[size]
         assert job["processed"] == job["queries"]
         merged = _read_output(store, job["run_id"])
+        assert merged["ids"] == list(range(job["queries"]))
         model = Mlp.from_bytes(store.read_bytes(f"files/{size}_model"))
         queries = array_from_bytes(store.read_bytes(f"files/{size}_testset"), "t")
         assert merged["answered"] == job["queries"] == len(queries)
@@ -313,3 +316,100 @@ def test_the_service_job_brings_the_service_up_and_down(lab: SpotLab, tmp_path: 
     assert down["workers_stopped"] == 1
     endpoint = read_endpoint(open_storage(up["store"]))
     assert endpoint is not None and endpoint["url"] is None
+
+
+def _kill_coordinator_and_wait(after: str) -> int:
+    """Kill the coordinator (Ray restarts it) and wait until its next incarnation answers."""
+    before = call("job_status", timeout_s=10.0)["coordinator_incarnation"]
+    ray.kill(ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE), no_restart=False)
+    status = wait_until(lambda: (status := _status_or_none()) and status[
+        "coordinator_incarnation"] > before and status, 60.0,
+        f"the coordinator back after {after}")
+    return int(status["coordinator_incarnation"])
+
+
+def _post(store: Storage, body: bytes) -> tuple[int, dict[str, Any]]:
+    """A command as raw JSON to the coordinator's endpoint, with the service's token."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    where = urlsplit(str((read_endpoint(store) or {})["url"]))
+    connection = http.client.HTTPConnection(str(where.hostname), where.port, timeout=10)
+    try:
+        connection.request("POST", "/command", body=body,
+                           headers={"Authorization": f"Bearer {COMMAND_TOKEN}",
+                                    "Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, dict(json.loads(response.read()))
+    finally:
+        connection.close()
+
+
+REFUSED_OVER_HTTP = [
+    b'["b", "small_model", "small_testset", "small_label", NaN]',
+    b'["b", "small_model", "small_testset", "small_label", 1.5]',
+    b'["b", "small_model", "small_testset", "small_label", Infinity]',
+    b'["b", "small_model", "small_testset", "small_label", 1e400]',
+    b'["b", "small_model", "small_testset", "small_label", true]',
+    b'["b", "small_model", "small_testset", "small_label", 100000000000000000000000000000]',
+    b'["' + b"x" * 20_000 + b'", "small_model", "small_testset", "small_label", 5]',
+]
+
+
+def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    import json
+
+    # 18,000 queries in sub-jobs of 5: seconds of work, so the job is still running when
+    # it is stopped a restart after it started
+    store = running_service(bundle, repeat=40, workers=2)
+    incarnation = 1
+    call("job_add", "keep", "small_model", "small_testset", "small_label", 5)
+    incarnation = _kill_coordinator_and_wait("job_add")
+    for raw_args in REFUSED_OVER_HTTP:  # each refused, nothing stored, the restart is clean
+        status, answer = _post(store, b'{"method": "job_add", "args": ' + raw_args + b"}")
+        assert status == 400 and not answer["ok"], answer
+        assert "b" not in call("job_status")["jobs"]
+        incarnation = _kill_coordinator_and_wait(f"job_add {raw_args[-40:]!r}")
+    refusals: tuple[tuple[str, tuple[Any, ...], str], ...] = (
+            ("job_start", ("ghost",), "unknown job 'ghost'"),
+            ("job_add", ("keep", "small_model", "small_testset", "small_label", 5),
+             "already exists"),
+            ("job_add", ("c", "small_label", "small_testset", "small_label", 5),
+             "not a model file"),
+            ("job_stop", ("keep",), "not running"))
+    for method, args, expected in refusals:
+        with pytest.raises(ServiceError, match=expected):
+            call(method, *args)
+        incarnation = _kill_coordinator_and_wait(f"the refused {method}")
+    # a record no command could have written, planted in the store: skipped, reported
+    planted = Job("bad", "small_model", "small_testset", "small_label", 10, 450).record()
+    store.write_bytes("service/jobs/bad.json",
+                      json.dumps({**planted, "batch_size": 1.5}).encode())
+    commands: tuple[tuple[str, tuple[Any, ...]], ...] = (
+        ("job_start", ("keep",)), ("job_stop", ("keep",)), ("job_status", ()), ("members", ()),
+        ("job_start", ("keep",)),
+        ("job_add", ("other", "small_model", "small_testset", "small_label", 50)),
+        ("job_remove", ("other",)))
+    for method, args in commands:
+        assert call(method, *args)["ok"]
+        incarnation = _kill_coordinator_and_wait(method)
+    listed = call("job_status")
+    assert "--batch-size" in listed["skipped"]["bad"]
+    assert set(listed["jobs"]) == {"keep"}
+    with pytest.raises(ServiceError, match="job 'bad' was skipped"):
+        call("job_start", "bad")
+    assert call("job_remove", "bad")["removed"]
+    assert incarnation == 1 + 1 + len(REFUSED_OVER_HTTP) + 4 + 7
+    final = wait_until(lambda: (answer := _status_or_none()) and answer["jobs"]["keep"][
+        "state"] == "done" and answer["jobs"]["keep"], 120.0, "the job done")
+    merged = _read_output(store, final["run_id"])
+    assert merged["ids"] == list(range(18_000)) and final["processed"] == 18_000
+    model = Mlp.from_bytes(store.read_bytes("files/small_model"))
+    queries = array_from_bytes(store.read_bytes("files/small_testset"), "t")
+    assert merged["predictions"] == [model.predict_one(q) for q in queries]
+    # job-remove takes the job's parts and output with it
+    assert call("job_remove", "keep")["removed"]
+    assert not [name for name in store.names() if name.startswith("jobs/")]
+    assert not [name for name in store.names() if name.startswith("service/jobs/")]

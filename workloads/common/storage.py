@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,6 +19,18 @@ class Storage(Protocol):
     def read_bytes(self, name: str) -> bytes: ...
 
     def names(self) -> list[str]: ...
+
+    def size(self, name: str) -> int:
+        """Bytes of file `name` (FileNotFoundError if there is none), without reading it."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Remove file `name` (nothing if there is none)."""
+        ...
+
+    def remove_folder(self, name: str) -> None:
+        """Remove every file under the folder `name` (nothing if there is none)."""
+        ...
 
     @property
     def uri(self) -> str: ...
@@ -41,6 +54,16 @@ class LocalStorage:
         return sorted(
             p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
         )
+
+    def size(self, name: str) -> int:
+        return (self.root / name).stat().st_size
+
+    def remove(self, name: str) -> None:
+        (self.root / name).unlink(missing_ok=True)
+
+    def remove_folder(self, name: str) -> None:
+        if name.strip("/"):  # never the whole root
+            shutil.rmtree(self.root / name, ignore_errors=True)
 
     @property
     def uri(self) -> str:
@@ -76,6 +99,31 @@ class S3Storage:
         for page in paginator.paginate(Bucket=self.bucket, Prefix=start):
             found.extend(item["Key"][len(start) :] for item in page.get("Contents", []))
         return sorted(found)
+
+    def size(self, name: str) -> int:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self._client.head_object(Bucket=self.bucket, Key=self._key(name))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+                raise FileNotFoundError(self._key(name)) from None
+            raise
+        return int(head["ContentLength"])
+
+    def remove(self, name: str) -> None:
+        self._client.delete_object(Bucket=self.bucket, Key=self._key(name))
+
+    def remove_folder(self, name: str) -> None:
+        folder = name.strip("/")
+        if not folder:  # never the whole prefix
+            return
+        start = f"{self._key(folder)}/"
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=start):
+            keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            if keys:  # at most 1000 a page, as delete_objects takes
+                self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys})
 
     @property
     def uri(self) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
-from workloads.common.input_files import MB, read_input_text
+from workloads.common.input_files import MB, InputFileError, read_input_text
 
 TRACES_DIR = Path(__file__).resolve().parent / "traces"
 DEFAULT_TRACE = TRACES_DIR / "c5.xlarge_ca-central-1_2021-02-19_2021-05-10.json"
@@ -87,7 +87,10 @@ def _parse_record(index: int, record: Any) -> dict[str, Any]:
 def load_trace(file: Path, zone: str, product: str) -> PriceTrace:
     """Read an AWS spot price history file (given by --trace) and select one zone + product;
     any problem is a TraceError naming --trace."""
-    text = read_input_text(TRACE_FLAG, Path(file), max_bytes=MAX_TRACE_BYTES)
+    try:
+        text = read_input_text(TRACE_FLAG, Path(file), max_bytes=MAX_TRACE_BYTES)
+    except InputFileError as error:
+        raise TraceError(str(error)) from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:

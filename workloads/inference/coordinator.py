@@ -2,49 +2,76 @@
 workers to them.
 
 Its state lives in the file store, so a restarted incarnation (its constructor runs again)
-resumes: `service/jobs.json` holds the jobs as the commands left them (written on every
-command and when a job finishes), `service/workers.json` the worker actors' names, and each
+resumes: `service/jobs/<job>.json` holds each job as the commands left it (a command rewrites
+only its job's record, written before the command changes anything in memory, so a command
+that fails changes nothing), `service/workers.json` the worker actors' names, and each
 finished sub-job is a part under `jobs/<run id>/parts/`, written by the worker before it
-answers. A sub-job is done exactly when its part exists; the merged output reads each part
-once, in order, so a sub-job re-run after a worker or the coordinator died is still counted
-once. In-flight sub-jobs of a dead incarnation are simply queued again.
+answers, carrying the id of every query it answered. A sub-job is done exactly when its part
+exists; the merged output reads each part once, in order, so a sub-job re-run after a worker
+or the coordinator died is still counted once. In-flight sub-jobs of a dead incarnation are
+simply queued again. A job's runs are removed with it (job-remove), and a finished run when
+the job starts afresh.
+
+What it loads is checked as a command is: a stored job that does not pass is reported
+(`job-status`, the actor's log) and skipped, never fatal; job-remove deletes it.
 
 Commands answer from memory under one lock; the scheduling loop runs in a thread beside them.
-Each command returns {"ok": True, ...} or {"ok": False, "error": "<one line>"}. They arrive as
-Ray calls (the experiment's driver) and, when the service has a command token, over HTTP from
-the CLI (`endpoint.py`: a thread per request in this process, taking the same lock); each
-incarnation publishes where it answers to `service/endpoint.json` in the store.
+Every command, a Ray call (the experiment's driver) or HTTP from the CLI (`endpoint.py`: a
+thread per request in this process), goes through `command`, which checks it with the CLI's
+own check (`options.parse_command`) and returns {"ok": True, ...} or {"ok": False, "error":
+"<one line>"}. Each incarnation publishes where it answers to `service/endpoint.json`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
+import re
 import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
+from vocab.errors import one_line
 from vocab.spot import SPOT_RESOURCE
 from workloads.common.actors import start_actor
+from workloads.common.options import OptionError
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.endpoint import CommandEndpoint, listen_host, publish_endpoint
-from workloads.inference.files import files_storage, store_file
-from workloads.inference.models import Mlp, ModelFileError, array_from_bytes, array_shape
+from workloads.inference.files import files_storage
+from workloads.inference.models import (
+    Mlp,
+    ModelFileError,
+    array_from_bytes,
+    array_shape,
+)
+from workloads.inference.options import (
+    MAX_FILE_BYTES,
+    MAX_JOBS,
+    MAX_SUB_JOBS,
+    Command,
+    parse_command,
+)
 from workloads.inference.scheduler import Scheduler
 from workloads.inference.stats import latency_stats, window_cost, window_rate
-from workloads.inference.worker import InferenceWorker
+from workloads.inference.worker import InferenceWorker, check_part
 
 NAMESPACE = "spotburst-inference"
 COORDINATOR_NAME = "coordinator"
 WORKER_PREFIX = "inference-worker-"
-JOBS_FILE = "service/jobs.json"
+JOBS_FOLDER = "service/jobs"
+"""One record per job: <name>.json."""
+RUNS_FOLDER = "jobs"
+"""A job run's parts and output: jobs/<run id>/parts/<sub-job>.json, jobs/<run id>/output.json."""
+STATES = ("idle", "running", "done", "failed")
 WORKERS_FILE = "service/workers.json"
 INCARNATION_FILE = "service/coordinator.json"
 TICK_S = 0.02
@@ -68,6 +95,10 @@ class ServiceSettings:
     command_host: str | None = None
     """The address the endpoint binds (the local lab: loopback); None: the node's IP (every
     address of the pod in Kubernetes). Ray reports a lab node at the host's outward IP."""
+
+
+class StoredRecordError(ValueError):
+    """A record in the store that is not one this service could have written."""
 
 
 @dataclass
@@ -103,6 +134,58 @@ class Job:
 
     def processed(self) -> int:
         return sum(len(part["predictions"]) for part in self.done.values())
+
+    @classmethod
+    def from_record(cls, name: str, record: Any) -> Job:
+        """The job a stored record describes, checked as job-add checks a command (and
+        every field this service writes); StoredRecordError says what is wrong."""
+        if not isinstance(record, dict) or set(record) != set(cls.PERSISTED):
+            raise StoredRecordError("not a job record (its fields differ)")
+        try:
+            added = parse_command("job_add", [record["name"], record["model"],
+                                              record["testset"], record["labels"],
+                                              record["batch_size"]])
+        except OptionError as error:
+            raise StoredRecordError(str(error)) from None
+        if record["name"] != name:
+            raise StoredRecordError(f"it names job {record['name']!r}")
+        queries = record["queries"]
+        if (not isinstance(queries, int) or isinstance(queries, bool) or queries < 1
+                or -(-queries // record["batch_size"]) > MAX_SUB_JOBS):
+            raise StoredRecordError(f"queries {queries!r}: expected a count of 1 to "
+                                    f"{MAX_SUB_JOBS} sub-jobs")
+        if record["state"] not in STATES:
+            raise StoredRecordError(f"state {record['state']!r}: expected one of "
+                                    f"{', '.join(STATES)}")
+        run_id = record["run_id"]
+        if not isinstance(run_id, str) or not (
+                run_id == "" and record["state"] == "idle" or _is_run_id(name, run_id)):
+            raise StoredRecordError(f"run_id {str(run_id)[:40]!r} does not fit state "
+                                    f"{record['state']!r}")
+        for key in ("added_at", "started_at", "finished_at"):
+            value = record[key]
+            if not (value is None and key != "added_at" or _is_time(value)):
+                raise StoredRecordError(f"{key} {str(value)[:40]!r}: expected a time")
+        if record["error"] is not None and not (isinstance(record["error"], str)
+                                                and len(record["error"]) <= 1000):
+            raise StoredRecordError("error: expected a text of at most 1000 characters")
+        assert added.job is not None
+        return cls(name, *added.job.files(), added.job.batch_size, queries, record["state"],
+                   run_id, float(record["added_at"]), record["started_at"],
+                   record["finished_at"], record["error"])
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{secrets.token_hex(4)}"
+
+
+def _is_run_id(name: str, run_id: str) -> bool:
+    return re.fullmatch(re.escape(name) + "-[0-9a-f]{8}", run_id) is not None
+
+
+def _is_time(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
 
 
 @dataclass
@@ -153,8 +236,14 @@ class Coordinator:
         self.settings = ServiceSettings(**settings)
         self.store: Storage = open_storage(self.settings.store, self.settings.s3_endpoint)
         self.files = files_storage(self.settings.store, self.settings.s3_endpoint)
+        self.records = open_storage(f"{self.settings.store.rstrip('/')}/{JOBS_FOLDER}",
+                                    self.settings.s3_endpoint)
+        self.runs = open_storage(f"{self.settings.store.rstrip('/')}/{RUNS_FOLDER}",
+                                 self.settings.s3_endpoint)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}
+        self.skipped: dict[str, str] = {}
+        """Stored job records that did not pass the checks: name -> why (job-remove them)."""
         self.workers: dict[str, WorkerSlot] = {}
         self.scheduler = Scheduler(self.settings.policy)
         self.inflight: dict[Any, InFlight] = {}
@@ -172,16 +261,16 @@ class Coordinator:
         if self.settings.command_token:
             host = self.settings.command_host
             node_ip = host or _node_ip()
-            self.endpoint = CommandEndpoint(self._commands(), self.settings.command_token,
+            self.endpoint = CommandEndpoint(self.command, self.settings.command_token,
                                             host or listen_host(node_ip, os.environ),
                                             advertised=node_ip)
             publish_endpoint(self.store, self.endpoint.url, self.incarnation)
 
     # --- persistence ------------------------------------------------------------------------
 
-    def _read_json(self, name: str, default: Any) -> Any:
+    def _read_json(self, name: str, default: Any, store: Storage | None = None) -> Any:
         try:
-            return json.loads(self.store.read_bytes(name))
+            return json.loads((store or self.store).read_bytes(name))
         except (FileNotFoundError, ValueError, KeyError):
             return default
         except Exception as error:  # S3's NoSuchKey is a ClientError
@@ -189,38 +278,63 @@ class Coordinator:
                 return default
             raise
 
-    def _write_json(self, name: str, document: Any) -> None:
-        self.store.write_bytes(name, json.dumps(document, indent=1).encode())
+    def _write_json(self, name: str, document: Any, store: Storage | None = None) -> None:
+        (store or self.store).write_bytes(name, json.dumps(document, indent=1).encode())
 
     def _next_incarnation(self) -> int:
-        incarnation = int(self._read_json(INCARNATION_FILE, {"incarnation": 0})["incarnation"])
-        self._write_json(INCARNATION_FILE, {"incarnation": incarnation + 1,
+        recorded = self._read_json(INCARNATION_FILE, {})
+        previous = recorded.get("incarnation") if isinstance(recorded, dict) else None
+        if not isinstance(previous, int) or isinstance(previous, bool) or previous < 0:
+            if recorded:
+                print(f"coordinator: {INCARNATION_FILE} unreadable; counting from 1", flush=True)
+            previous = 0
+        self._write_json(INCARNATION_FILE, {"incarnation": previous + 1,
                                             "started_at": time.time()})
-        return incarnation + 1
+        return int(previous + 1)
 
-    def _save_jobs(self) -> None:
-        self._write_json(JOBS_FILE, {name: job.record() for name, job in self.jobs.items()})
+    def _save_job(self, job: Job) -> None:
+        self._write_json(f"{job.name}.json", job.record(), self.records)
 
     def _save_workers(self) -> None:
         alive = [name for name, slot in self.workers.items() if slot.state != "dead"]
         self._write_json(WORKERS_FILE, {"names": alive, "next": self.next_worker})
 
     def _resume(self) -> None:
-        """Jobs from jobs.json, their done sub-jobs from the parts, workers by name."""
-        for name, record in self._read_json(JOBS_FILE, {}).items():
-            job = Job(**record)
+        """Jobs from their records (each checked; a bad one is reported and skipped), their
+        done sub-jobs from the parts (the runs' folder listed once), workers by name."""
+        for file in self.records.names():
+            name = file.removesuffix(".json")
+            try:
+                job = Job.from_record(name, self._read_json(file, None, self.records))
+            except StoredRecordError as error:
+                self._skip(name, f"{JOBS_FOLDER}/{file}: {error}")
+                continue
+            if len(self.jobs) >= MAX_JOBS:
+                self._skip(name, f"{JOBS_FOLDER}/{file}: more than {MAX_JOBS} jobs stored")
+                continue
             self.jobs[name] = job
-            if job.run_id:
-                self._load_parts(job)
+        by_run = {job.run_id: job for job in self.jobs.values() if job.run_id}
+        for entry in self.runs.names():
+            run_id, _, rest = entry.partition("/")
+            if run_id in by_run and rest.startswith("parts/"):
+                self._load_part(by_run[run_id], entry)
+        for name, job in self.jobs.items():
             if job.state == "running":
                 if len(job.done) == job.sub_jobs:
                     self._finish(job)
                 else:
                     job.pending = deque(i for i in range(job.sub_jobs) if i not in job.done)
                     self.scheduler.admit(name)
-        recorded = self._read_json(WORKERS_FILE, {"names": [], "next": 0})
-        self.next_worker = int(recorded["next"])
-        for name in recorded["names"]:
+        recorded = self._read_json(WORKERS_FILE, {})
+        names = recorded.get("names") if isinstance(recorded, dict) else None
+        following = recorded.get("next") if isinstance(recorded, dict) else None
+        if isinstance(following, int) and not isinstance(following, bool) and following >= 0:
+            self.next_worker = following
+        for name in names if isinstance(names, list) else []:
+            if not (isinstance(name, str) and name.startswith(WORKER_PREFIX)
+                    and name[len(WORKER_PREFIX):].isdigit()):
+                continue
+            self.next_worker = max(self.next_worker, int(name[len(WORKER_PREFIX):]) + 1)
             try:
                 handle = ray.get_actor(name, namespace=NAMESPACE)
             except ValueError:
@@ -228,19 +342,19 @@ class Coordinator:
             self.workers[name] = WorkerSlot(name, handle)
             self.pings[handle.ping.remote()] = name
 
-    def _load_parts(self, job: Job) -> None:
-        prefix = f"jobs/{job.run_id}/parts/"
-        for name in self._names(prefix):
-            part = self._read_json(prefix + name, None)
-            if part is None or part.get("run_id") != job.run_id:
-                continue  # torn by a worker killed while writing: the sub-job runs again
-            index = int(part["sub_job"])
-            job.done[index] = part
-            job.completions.append((float(part["finished_at"]), len(part["predictions"]),
-                                    float(sum(part["latencies_s"]))))
+    def _skip(self, name: str, reason: str) -> None:
+        self.skipped[name] = reason
+        print(f"coordinator: skipped the stored job {reason}", flush=True)
 
-    def _names(self, prefix: str) -> list[str]:
-        return [name[len(prefix):] for name in self.store.names() if name.startswith(prefix)]
+    def _load_part(self, job: Job, entry: str) -> None:
+        part = check_part(self._read_json(entry, None, self.runs), job.run_id,
+                          job.sub_jobs, job.batch_size, job.queries)
+        if part is None:
+            return  # torn by a worker killed while writing, or not ours: it runs again
+        index = int(part["sub_job"])
+        job.done[index] = part
+        job.completions.append((float(part["finished_at"]), len(part["predictions"]),
+                                float(part["busy_s"])))
 
     # --- the scheduling loop ----------------------------------------------------------------
 
@@ -379,13 +493,15 @@ class Coordinator:
             return
         except Exception as error:  # the sub-job itself failed: the job cannot go on
             slot.state, slot.job, slot.sub_job = "idle", None, None
-            if job is not None and job.run_id == flight.run_id:
-                job.state, job.error = "failed", " ".join(str(error).split())[-300:]
+            if job is not None and job.run_id == flight.run_id and job.state == "running":
+                failed = dataclasses.replace(job, state="failed",
+                                             error=one_line(error)[-300:])
+                self._save_job(failed)
+                job.state, job.error = failed.state, failed.error
+                job.pending.clear()
                 self.scheduler.leave(job.name)
-                self._save_jobs()
             return
         now = time.time()
-        busy = now - flight.dispatched_at
         if slot.state == "busy":
             slot.state = "idle"
         slot.job, slot.sub_job, slot.since = None, None, now
@@ -395,7 +511,7 @@ class Coordinator:
             job.duplicates += 1  # answered before (by an earlier incarnation's worker)
             return
         job.done[flight.sub_job] = part
-        job.completions.append((now, len(part["predictions"]), busy))
+        job.completions.append((now, len(part["predictions"]), float(part["busy_s"])))
         if len(job.done) == job.sub_jobs and job.state == "running":
             self._finish(job)
 
@@ -405,109 +521,172 @@ class Coordinator:
             self._save_workers()
 
     def _finish(self, job: Job) -> None:
-        """Merge the parts in order, score against the labels, write the job's output."""
+        """Merge the parts in order (each answer with its query id), score against the
+        labels, write the job's output."""
+        ids: list[int] = []
         predictions: list[int] = []
         for index in range(job.sub_jobs):
+            ids.extend(job.done[index]["ids"])
             predictions.extend(job.done[index]["predictions"])
-        labels = array_from_bytes(self.store.read_bytes(store_file(job.labels)), job.labels)
-        correct = int(np.sum(np.asarray(predictions) == labels[:len(predictions)]))
-        job.state, job.finished_at = "done", time.time()
-        self.scheduler.leave(job.name)
-        self._write_json(f"jobs/{job.run_id}/output.json", {
+        try:
+            labels = array_from_bytes(self.files.read_bytes(job.labels), job.labels)
+            correct = sum(int(labels[i]) == p for i, p in zip(ids, predictions, strict=True)
+                          if 0 <= i < len(labels))
+            accuracy: float | None = correct / max(len(predictions), 1)
+        except (OSError, ModelFileError) as error:  # removed or replaced meanwhile
+            print(f"coordinator: {job.name}: labels unreadable: {one_line(error)}", flush=True)
+            accuracy = None
+        self._write_json(f"{job.run_id}/output.json", {
             "job": job.name, "run_id": job.run_id, "queries": job.queries,
-            "answered": len(predictions), "accuracy": correct / max(len(predictions), 1),
-            "predictions": predictions})
-        self._save_jobs()
+            "answered": len(predictions), "accuracy": accuracy, "ids": ids,
+            "predictions": predictions}, self.runs)
+        finished = dataclasses.replace(job, state="done", finished_at=time.time())
+        self._save_job(finished)
+        job.state, job.finished_at = finished.state, finished.finished_at
+        self.scheduler.leave(job.name)
 
     # --- commands ---------------------------------------------------------------------------
 
-    def job_add(self, name: str, model: str, testset: str, labels: str,
-                batch_size: int) -> dict[str, Any]:
+    def command(self, method: Any, args: Any) -> dict[str, Any]:
+        """Every command, from Ray or HTTP: checked as the CLI checks it, then run; a
+        refused or failed command changes nothing."""
+        try:
+            request = parse_command(method, args if isinstance(args, list | tuple) else [args])
+        except OptionError as error:
+            return _fail(str(error))
+        handlers: dict[str, Callable[[Command], dict[str, Any]]] = {
+            "job_add": self._job_add, "job_start": self._job_start, "job_stop": self._job_stop,
+            "job_remove": self._job_remove, "job_status": self._job_status,
+            "members": self._members}
+        try:
+            return handlers[request.method](request)
+        except Exception as error:  # the store failed under it: one line, nothing changed
+            return _fail(f"{request.method} failed: {type(error).__name__}: {one_line(error)}")
+
+    def _job_add(self, request: Command) -> dict[str, Any]:
+        assert request.name is not None and request.job is not None
+        name, job_options = request.name, request.job
+        model, testset, labels = job_options.files()
         with self.lock:
-            if name in self.jobs:
+            if name in self.jobs or name in self.skipped:
                 return _fail(f"job {name!r} already exists (job-remove it first)")
-        if not name or "/" in name:
-            return _fail(f"job name {name!r}: give a non-empty name without '/'")
-        if batch_size < 1:
-            return _fail(f"--batch-size: expected an integer ≥ 1, got {batch_size}")
+            if len(self.jobs) + len(self.skipped) >= MAX_JOBS:
+                return _fail(f"NAME: the service holds {MAX_JOBS} jobs, its most "
+                             "(job-remove one first)")
         present = set(self.files.names())
+        data: dict[str, bytes] = {}
         for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
             if file not in present:
                 return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
+            size = self.files.size(file)
+            if size > MAX_FILE_BYTES:
+                return _fail(f"{flag}: {file!r} has {size} bytes, more than the "
+                             f"{MAX_FILE_BYTES} a node holds")
+            data[flag] = self.files.read_bytes(file)
         try:
-            network = Mlp.from_bytes(self.store.read_bytes(store_file(model)), model)
-            queries = array_shape(self.store.read_bytes(store_file(testset)), testset)
-            truth = array_shape(self.store.read_bytes(store_file(labels)), labels)
+            network = Mlp.from_bytes(data["--model"], model)
+            queries = array_shape(data["--testset"], testset, kinds="iuf")
+            truth = array_shape(data["--labels"], labels, kinds="iu")
         except ModelFileError as error:
             return _fail(str(error))
-        if len(queries) != 2 or queries[1] != network.inputs:
+        if len(queries) != 2 or queries[1] != network.inputs or queries[0] < 1:
             return _fail(f"--testset: {testset!r} has shape {queries}; model {model!r} "
                          f"takes rows of {network.inputs}")
         if truth != (queries[0],):
             return _fail(f"--labels: {labels!r} has shape {truth}; the test set has "
                          f"{queries[0]} rows")
+        job = Job(name, model, testset, labels, job_options.batch_size, queries[0])
+        if job.sub_jobs > MAX_SUB_JOBS:
+            return _fail(f"--batch-size: {queries[0]} queries in batches of "
+                         f"{job.batch_size} make {job.sub_jobs} sub-jobs, more than "
+                         f"{MAX_SUB_JOBS}")
         with self.lock:
-            if name in self.jobs:
+            if name in self.jobs or name in self.skipped:
                 return _fail(f"job {name!r} already exists (job-remove it first)")
-            job = Job(name, model, testset, labels, batch_size, queries[0])
+            self._save_job(job)
             self.jobs[name] = job
-            self._save_jobs()
             return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}
 
-    def _known(self, name: str) -> Job | dict[str, Any]:
-        if name not in self.jobs:
+    def _known(self, name: str | None) -> Job | dict[str, Any]:
+        if name in self.skipped:
+            return _fail(f"job {name!r} was skipped: {self.skipped[name]} (job-remove it)")
+        if name is None or name not in self.jobs:
             known = ", ".join(sorted(self.jobs)) or "none"
             return _fail(f"unknown job {name!r} (jobs: {known})")
         return self.jobs[name]
 
-    def job_start(self, name: str) -> dict[str, Any]:
+    def _job_start(self, request: Command) -> dict[str, Any]:
         with self.lock:
-            job = self._known(name)
+            job = self._known(request.name)
             if isinstance(job, dict):
                 return job
             if job.state == "running":
-                return _fail(f"job {name!r} is already running")
-            if job.state in ("done", "failed") or not job.run_id:
-                job.run_id = f"{name}-{secrets.token_hex(4)}"  # a fresh run: no parts yet
-                job.done, job.completions, job.duplicates, job.reruns = {}, [], 0, 0
-                job.error = None
-            job.state, job.started_at, job.finished_at = "running", time.time(), None
-            job.pending = deque(i for i in range(job.sub_jobs) if i not in job.done)
-            self.scheduler.admit(name)
-            self._save_jobs()
-            return {"ok": True, "job": name, "run_id": job.run_id,
-                    "remaining_sub_jobs": len(job.pending)}
+                return _fail(f"job {job.name!r} is already running")
+            fresh = job.state in ("done", "failed") or not job.run_id
+            started = dataclasses.replace(job, state="running", started_at=time.time(),
+                                          finished_at=None)
+            if fresh:  # a new run: no parts yet
+                started = dataclasses.replace(started, run_id=new_run_id(job.name), done={},
+                                              completions=[], duplicates=0, reruns=0,
+                                              error=None)
+            started.pending = deque(i for i in range(started.sub_jobs)
+                                    if i not in started.done)
+            self._save_job(started)
+            self.jobs[job.name] = started
+            self.scheduler.admit(job.name)
+            if fresh and job.run_id:
+                self._remove_run(job.run_id)
+            if not started.pending:  # every sub-job was answered while it was stopped
+                self._finish(started)
+            return {"ok": True, "job": job.name, "run_id": started.run_id,
+                    "remaining_sub_jobs": len(started.pending)}
 
-    def job_stop(self, name: str) -> dict[str, Any]:
+    def _job_stop(self, request: Command) -> dict[str, Any]:
         """Back to idle; what is done stays done, job-start goes on from there."""
         with self.lock:
-            job = self._known(name)
+            job = self._known(request.name)
             if isinstance(job, dict):
                 return job
             if job.state != "running":
-                return _fail(f"job {name!r} is not running (it is {job.state})")
+                return _fail(f"job {job.name!r} is not running (it is {job.state})")
+            self._save_job(dataclasses.replace(job, state="idle"))
             job.state = "idle"
             job.pending.clear()
-            self.scheduler.leave(name)
-            self._save_jobs()
-            return {"ok": True, "job": name, "state": "idle", "done_sub_jobs": len(job.done)}
+            self.scheduler.leave(job.name)
+            return {"ok": True, "job": job.name, "state": "idle",
+                    "done_sub_jobs": len(job.done)}
 
-    def job_remove(self, name: str) -> dict[str, Any]:
+    def _job_remove(self, request: Command) -> dict[str, Any]:
+        """The job, its record and its runs' parts and output leave the store."""
         with self.lock:
-            job = self._known(name)
+            assert request.name is not None
+            if request.name in self.skipped:
+                self.records.remove(f"{request.name}.json")
+                del self.skipped[request.name]
+                return {"ok": True, "job": request.name, "removed": True}
+            job = self._known(request.name)
             if isinstance(job, dict):
                 return job
             if job.state == "running":
-                return _fail(f"job {name!r} is running: job-stop it first")
-            del self.jobs[name]
-            self.scheduler.leave(name)
-            self._save_jobs()
-            return {"ok": True, "job": name, "removed": True}
+                return _fail(f"job {job.name!r} is running: job-stop it first")
+            self.records.remove(f"{job.name}.json")
+            del self.jobs[job.name]
+            self.scheduler.leave(job.name)
+            if job.run_id:
+                self._remove_run(job.run_id)
+            return {"ok": True, "job": job.name, "removed": True}
 
-    def job_status(self, name: str | None = None) -> dict[str, Any]:
+    def _remove_run(self, run_id: str) -> None:
+        try:
+            self.runs.remove_folder(run_id)
+        except Exception as error:  # the command is done; the parts stay until next time
+            print(f"coordinator: removing {RUNS_FOLDER}/{run_id}: {one_line(error)}",
+                  flush=True)
+
+    def _job_status(self, request: Command) -> dict[str, Any]:
         with self.lock:
-            if name is not None:
-                job = self._known(name)
+            if request.name is not None:
+                job = self._known(request.name)
                 if isinstance(job, dict):
                     return job
                 jobs = [job]
@@ -515,7 +694,8 @@ class Coordinator:
                 jobs = list(self.jobs.values())
             return {"ok": True, "coordinator_incarnation": self.incarnation,
                     "policy": self.settings.policy,
-                    "jobs": {job.name: self._status(job) for job in jobs}}
+                    "jobs": {job.name: self._status(job) for job in jobs},
+                    "skipped": dict(self.skipped) if request.name is None else {}}
 
     def _status(self, job: Job) -> dict[str, Any]:
         now = time.time()
@@ -545,7 +725,7 @@ class Coordinator:
                                                  {}).get("accuracy")
         return output
 
-    def members(self) -> dict[str, Any]:
+    def _members(self, request: Command) -> dict[str, Any]:
         with self.lock:
             workers = [{"name": s.name, "state": s.state, "node_id": s.node_id, "pid": s.pid,
                         "job": s.job, "sub_job": s.sub_job}
@@ -556,12 +736,6 @@ class Coordinator:
                  for node in ray.nodes()]
         return {"ok": True, "coordinator_incarnation": self.incarnation,
                 "nodes": nodes, "workers": workers}
-
-    def _commands(self) -> dict[str, Any]:
-        """What the HTTP endpoint serves: the user's commands, nothing else."""
-        return {"job_add": self.job_add, "job_start": self.job_start,
-                "job_stop": self.job_stop, "job_remove": self.job_remove,
-                "job_status": self.job_status, "members": self.members}
 
     def settings_dict(self) -> dict[str, Any]:
         return {**asdict(self.settings), "command_token": None}  # the token stays private

@@ -2,6 +2,11 @@
 cluster): the service up, models, test sets and labels into its store, two or three jobs of
 different cost started together, the failures injected when asked, a status sample every
 second until every job is done, the exactly-once check, the results folder, the service down.
+
+The exactly-once check counts from what the service delivered: each job's merged output
+lists (query id, answer) pairs; checked against the oracle (the labels: one per query id),
+ids never answered are lost and ids answered more than once duplicated, beside what the
+service itself reports (sub-jobs re-run after a failure, late answers it discarded).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +29,7 @@ from workloads.inference.files import store_file
 from workloads.inference.models import Mlp, array_from_bytes, make_bundle
 from workloads.inference.options import InferenceOptions
 from workloads.inference.service import ServiceError, call
-from workloads.inference.stats import spread
+from workloads.inference.stats import delivery, recovery, spread
 
 JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
 SAMPLE_EVERY_S = 1.0
@@ -34,13 +40,17 @@ LATENCY_SAMPLE = 2000
 def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> dict[str, Any]:
     writer = ResultsWriter("inference", options.out, options.s3_endpoint)
     store_uri = options.store or f"{writer.location.rstrip('/')}/store"
-    store = open_storage(store_uri, options.store_endpoint)
+    store_endpoint = options.store_endpoint or (None if options.store else options.s3_endpoint)
+    if "://" not in store_uri:
+        store_uri = str(Path(store_uri).resolve())  # the same folder from every node
+    store = open_storage(store_uri, store_endpoint)
     sizes = JOB_SIZES[options.jobs]
     show(f"training {', '.join(sizes)} networks on the digits ...")
     bundle = make_bundle(sizes, options.repeat, options.seed)
     for name, data in bundle.files.items():
         store.write_bytes(store_file(name), data)
-    service.start_on_this_cluster(options.settings(store_uri))
+    service.start_on_this_cluster({**options.settings(store_uri),
+                                   "s3_endpoint": store_endpoint})
     show(f"service up: {options.workers} workers, policy {options.policy}, store {store_uri}")
     try:
         for size in sizes:
@@ -50,20 +60,22 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
         for size in sizes:
             call("job_start", size)
         samples, failures = _watch(options, began, show)
-        final = call("job_status")["jobs"]
+        status = call("job_status")
+        final = status["jobs"]
     finally:
         service.stop_coordinator()
     summary = _summary(options, store, final, samples, failures, began)
-    latencies = [{"job": size, "latency_ms": 1000.0 * value}
-                 for size in sizes
-                 for value in _sample(_latencies(store, final[size]["run_id"]))]
+    summary["coordinator_incarnations"] = status["coordinator_incarnation"]
+    latencies = [{"job": size, "latency_ms": 1000.0 * value} for size in sizes
+                 for value in _sample(_latencies(store_uri, store_endpoint,
+                                                 final[size]["run_id"]))]
     writer.add_records("rates", samples)
     writer.add_records("latencies", latencies)
     writer.add_records("failures", failures)
     writer.finish(summary, provenance(options.parameters(), {}, options.target,
                                       {"seed": options.seed}), to_log=options.results_to_log)
-    show(json.dumps({key: summary[key] for key in ("rate_spread_after_window",
-                                                   "throughput_qps", "exactly_once")}))
+    show(json.dumps({key: summary[key] for key in (
+        "rate_spread_after_window", "throughput_qps", "failures_seen", "exactly_once")}))
     return summary
 
 
@@ -72,6 +84,7 @@ def _watch(options: InferenceOptions, began: float,
     samples: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     failed = not (options.fail_workers or options.fail_coordinator)
+    running_since = time.time()
     while time.time() - began < RUN_TIMEOUT_S:
         time.sleep(SAMPLE_EVERY_S)
         try:
@@ -89,18 +102,23 @@ def _watch(options: InferenceOptions, began: float,
             for name, job in jobs.items()))
         if all(job["state"] in ("done", "failed") for job in jobs.values()):
             break
-        if not failed and now >= options.fail_after_s:
+        if not all(job["state"] == "running" for job in jobs.values()):
+            running_since = time.time()
+        if not failed and now >= options.fail_after_s and time.time() - running_since > 1:
             failures = _inject(options, now, show)
-            failed = True
+            failed = bool(failures)
     return samples, failures
 
 
 def _inject(options: InferenceOptions, now: float,
             show: Callable[[str], None]) -> list[dict[str, Any]]:
     """Kill busy workers at the same moment (their sub-jobs die half-done), then the
-    coordinator (Ray restarts it; it resumes from the store)."""
+    coordinator (Ray restarts it; it resumes from the store). Nothing while fewer workers
+    than asked are busy (the next sample tries again)."""
     events: list[dict[str, Any]] = []
     busy = [w for w in call("members")["workers"] if w["state"] == "busy"]
+    if len(busy) < options.fail_workers:
+        return []
     victims = [ray.get_actor(w["name"], namespace=NAMESPACE)
                for w in busy[:options.fail_workers]]
     for worker, handle in zip(busy, victims, strict=False):
@@ -114,12 +132,11 @@ def _inject(options: InferenceOptions, now: float,
     return events
 
 
-def _latencies(store: Storage, run_id: str) -> list[float]:
-    prefix = f"jobs/{run_id}/parts/"
+def _latencies(store_uri: str, endpoint: str | None, run_id: str) -> list[float]:
+    parts = open_storage(f"{store_uri.rstrip('/')}/jobs/{run_id}/parts", endpoint)
     values: list[float] = []
-    for name in store.names():
-        if name.startswith(prefix):
-            values.extend(json.loads(store.read_bytes(name))["latencies_s"])
+    for name in parts.names():
+        values.extend(json.loads(parts.read_bytes(name))["latencies_s"])
     return values
 
 
@@ -132,11 +149,14 @@ def _sample(values: list[float], at_most: int = LATENCY_SAMPLE) -> list[float]:
 
 
 def exactly_once(store: Storage, job: dict[str, Any], size: str) -> dict[str, Any]:
-    """Every query answered exactly once, in order: the merged output is the model's own
-    answer to each query of the test set, computed again here."""
+    """Every query answered exactly once: the merged output's (query id, answer) pairs
+    against the oracle (the labels, one per query id) and the model's own answer to each
+    query, computed again here; beside them what the service reports it re-ran and
+    discarded."""
     output = json.loads(store.read_bytes(f"jobs/{job['run_id']}/output.json"))
     model = Mlp.from_bytes(store.read_bytes(store_file(f"{size}_model")))
     queries = array_from_bytes(store.read_bytes(store_file(f"{size}_testset")), "testset")
+    labels = array_from_bytes(store.read_bytes(store_file(f"{size}_label")), "labels")
     answers: dict[bytes, int] = {}  # test sets repeat their rows: each one computed once
     expected = []
     for query in queries:
@@ -144,14 +164,30 @@ def exactly_once(store: Storage, job: dict[str, Any], size: str) -> dict[str, An
         if key not in answers:
             answers[key] = model.predict_one(query)
         expected.append(answers[key])
-    merged = output["predictions"]
-    mismatched = sum(a != b for a, b in zip(merged, expected, strict=False))
-    return {"queries": len(queries), "answered": len(merged), "processed": job["processed"],
-            "lost": max(len(queries) - len(merged), 0),
-            "duplicated": max(len(merged) - len(queries), 0)
-            + max(job["processed"] - len(queries), 0),
-            "mismatched": mismatched, "accuracy": output["accuracy"],
-            "ok": merged == expected and job["processed"] == len(queries)}
+    counted = delivery(output["ids"], output["predictions"], [int(v) for v in labels],
+                       expected)
+    return {**counted, "accuracy": counted["correct"] / max(counted["answered"], 1),
+            "reruns": job["reruns"], "duplicates_discarded": job["duplicates_discarded"],
+            "ok": counted["answered"] == counted["queries"] and not any(
+                counted[key] for key in ("lost", "duplicated", "unknown", "mismatched"))}
+
+
+def failure_recovery(samples: list[dict[str, Any]],
+                     failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The total query rate (answers per second over the last 5 s of samples) around each
+    failure moment: its dip and the seconds until it is back within 5 % of its level."""
+    totals: dict[float, int] = {}
+    for row in samples:
+        totals[row["t"]] = totals.get(row["t"], 0) + row["processed"]
+    times = sorted(totals)
+    rates, used = [], []
+    for index, t in enumerate(times):
+        earlier = [u for u in times[:index] if t - u >= 5.0]
+        if earlier:
+            used.append(t)
+            rates.append((totals[t] - totals[earlier[-1]]) / (t - earlier[-1]))
+    moments = sorted({event["t"] for event in failures})
+    return [{"t": at, **recovery(used, rates, at)} for at in moments]
 
 
 def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
@@ -186,6 +222,14 @@ def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
             "duplicates_discarded")} | {"accuracy": job.get("accuracy")}
             for name, job in final.items()},
         "failures": failures,
+        "failures_seen": {
+            "workers_killed": sum(1 for e in failures if e["killed"] != "coordinator"),
+            "coordinator_killed": any(e["killed"] == "coordinator" for e in failures)},
+        "rate_recovery": failure_recovery(samples, failures),
         "exactly_once": {"ok": bool(checks) and len(checks) == len(final)
-                         and all(c["ok"] for c in checks.values()), "jobs": checks},
+                         and all(c["ok"] for c in checks.values()),
+                         **{key: sum(c[key] for c in checks.values()) for key in (
+                             "lost", "duplicated", "unknown", "mismatched", "reruns",
+                             "duplicates_discarded")},
+                         "jobs": checks},
     }

@@ -1,14 +1,20 @@
 """The service's file store as users see it (`files-put`, `files-get`, `files-ls`): their
 files in the `files/` folder (or prefix) of the store, read and written straight to it (no
-Ray, no coordinator). Opened on that folder alone, so listing it never walks the thousands
-of parts the jobs write beside it."""
+Ray, no coordinator). Opened on that folder alone, so listing it never walks the parts the
+jobs write beside it. A name is one plain file name (`options.check_name`), a file at most
+MAX_FILE_BYTES."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from vocab.errors import one_line
+from workloads.common.options import OptionError
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.endpoint import ServiceError
+from workloads.inference.options import MAX_FILE_BYTES, check_name
 
 FILES_FOLDER = "files"
 
@@ -23,19 +29,44 @@ def files_storage(store: str, endpoint_url: str | None = None) -> Storage:
     return open_storage(f"{store.rstrip('/')}/{FILES_FOLDER}", endpoint_url)
 
 
+@contextmanager
+def store_errors(store: str) -> Iterator[None]:
+    """The store failing under a command (an S3 that does not answer or refuses, a folder
+    that cannot be written) as one line naming it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except (OSError, BotoCoreError, ClientError) as error:
+        raise ServiceError(f"the store {store}: {one_line(error)}") from None
+
+
+def _name(name: str) -> str:
+    try:
+        return check_name("NAME", name)
+    except OptionError as error:
+        raise ServiceError(str(error)) from None
+
+
 def files_put(files: Storage, local: Path, name: str) -> int:
-    if not name or name.startswith("/") or ".." in name.split("/"):
-        raise ServiceError(f"NAME {name!r}: give a relative name without '..'")
+    name = _name(name)
     if not local.is_file():
         raise ServiceError(f"LOCAL {str(local)!r}: no such file")
+    size = local.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ServiceError(f"LOCAL {str(local)!r}: {size} bytes, more than the "
+                           f"{MAX_FILE_BYTES} a node holds")
     data = local.read_bytes()
     files.write_bytes(name, data)
     return len(data)
 
 
 def files_get(files: Storage, name: str, local: Path) -> int:
+    name = _name(name)
     if name not in files.names():
         raise ServiceError(f"NAME {name!r}: no such file in the store (files-ls lists them)")
+    if local.is_dir():
+        raise ServiceError(f"LOCAL {str(local)!r}: a folder; give the file to write")
     data = files.read_bytes(name)
     local.parent.mkdir(parents=True, exist_ok=True)
     local.write_bytes(data)

@@ -1,15 +1,66 @@
 """The inference cluster's option specs: the service (`invoke infer-up`), a job
 (`invoke job-add`) and the experiment (`invoke run-inference`, `python -m
-workloads.inference`). Flags avoid the spot lab's and the target's names."""
+workloads.inference`). Flags avoid the spot lab's and the target's names.
+
+Also the ONE check of a command to the coordinator (`parse_command`): the CLI runs it before
+sending, and the coordinator runs it on every command it receives, over HTTP or as a Ray
+call, so the service accepts exactly what the CLI accepts. Names of jobs and of files in the
+store are short plain words (they become file names in the store), and the limits below
+bound what one command can make the service hold."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
 from workloads.inference.scheduler import POLICIES
+
+MAX_NAME_CHARS = 64
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MAX_BATCH_SIZE = 100_000
+MAX_SUB_JOBS = 100_000
+"""Sub-jobs of one job (its test set's rows / --batch-size)."""
+MAX_JOBS = 32
+"""Jobs the service holds at once (job-remove makes room)."""
+MAX_FILE_BYTES = 512 * 1024 * 1024
+"""A model, test set or labels file: what one node holds in memory beside others."""
+COMMANDS = ("job_add", "job_start", "job_stop", "job_remove", "job_status", "members")
+
+
+def check_name(flag: str, value: Any) -> str:
+    """A job's or a stored file's name: 1-64 letters, digits, '.', '_', '-', not starting
+    with '.' or '-' (so it is one plain file name in the store)."""
+    if (not isinstance(value, str) or len(value) > MAX_NAME_CHARS
+            or not NAME_PATTERN.fullmatch(value)):
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 40 else \
+            f"{value[:40]!r}... ({len(value)} characters)"
+        raise OptionError(flag, f"expected a name of 1-{MAX_NAME_CHARS} letters, digits, "
+                          f"'.', '_' or '-' starting with a letter or digit, got {shown}")
+    return value
+
+
+def check_store(flag: str, store: str | None, endpoint: str | None) -> None:
+    """A store is a folder or s3://BUCKET[/prefix]; an endpoint goes with s3:// only."""
+    if store is not None:
+        parsed = urlparse(store)
+        if not store.strip():
+            raise OptionError(flag, "expected a folder or s3://BUCKET/PREFIX, got ''")
+        if parsed.scheme == "s3" and not parsed.netloc:
+            raise OptionError(flag, f"expected s3://BUCKET/PREFIX, got {store!r} (no bucket)")
+        if parsed.scheme not in ("", "s3", "file"):
+            raise OptionError(flag, f"expected a folder or s3://BUCKET/PREFIX, got {store!r}")
+    if endpoint is not None:
+        if store is None or urlparse(store).scheme != "s3":
+            raise OptionError(f"{flag}-endpoint", "only with an s3:// store")
+        if urlparse(endpoint).scheme not in ("http", "https") or not urlparse(endpoint).netloc:
+            raise OptionError(f"{flag}-endpoint", f"expected http(s)://HOST:PORT, got "
+                              f"{endpoint!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,12 +76,15 @@ class ServiceOptions:
     subjob_timeout_s: float = option(60.0, "a sub-job running longer is re-run elsewhere "
                                      "and its worker killed", flag="--subjob-timeout",
                                      above=0.0)
-    store: str | None = option(None, "file store: a folder or s3://bucket/prefix (not set: "
-                               "results/inference/store-<timestamp>)")
+    store: str | None = option(None, "file store that every node reaches: a folder "
+                               "shared by the nodes or s3://bucket/prefix (not set: a folder "
+                               "under results/inference/ on the local lab, the stack's "
+                               "bucket on --stack)")
     store_endpoint: str | None = option(None, "S3 endpoint URL of the store (a local S3)")
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_store("--store", self.store, self.store_endpoint)
         if self.rebalance_s > self.window_s:
             raise OptionError("--rebalance", f"expected at most --window ({self.window_s:g}), "
                               f"got {self.rebalance_s:g}")
@@ -48,15 +102,20 @@ SERVICE_SPEC = OptionSpec(ServiceOptions, prog="invoke infer-up",
 
 @dataclass(frozen=True, kw_only=True)
 class JobOptions:
-    model: str | None = option(None, "model file name in the store (required)")
-    testset: str | None = option(None, "test set file name in the store: a .npy array, one "
-                                 "row a query (required)")
-    labels: str | None = option(None, "labels file name in the store: a .npy array "
-                                "(required)")
-    batch_size: int = option(20, "queries per sub-job", minimum=1)
+    model: str | None = option(None, "model file name in the store: an .npz of layers "
+                               "(required; docs/inference.md)")
+    testset: str | None = option(None, "test set file name in the store: a 2-D float .npy "
+                                 "array, one row a query (required)")
+    labels: str | None = option(None, "labels file name in the store: a 1-D integer .npy "
+                                "array, one label per query (required)")
+    batch_size: int = option(20, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
 
     def __post_init__(self) -> None:
         check_fields(self)
+        for flag, value in (("--model", self.model), ("--testset", self.testset),
+                            ("--labels", self.labels)):
+            if value is not None:
+                check_name(flag, value)
 
     def files(self) -> tuple[str, str, str]:
         """Model, test set and labels; OptionError naming the first one not given."""
@@ -71,18 +130,86 @@ JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a
 
 
 @dataclass(frozen=True, kw_only=True)
-class InferenceOptions(ServiceOptions, ResultsOptions):
-    """The service's flags, and the experiment's."""
+class DemoOptions:
+    dir: str | None = option(None, "local folder to write the files into (required)")
+    repeat: int = option(1, "the held-out digits (450) repeated this often in the test set",
+                         minimum=1, maximum=10_000)
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def folder(self) -> Path:
+        """The folder; OptionError when --dir is not given or names a file."""
+        if not self.dir:
+            raise OptionError("--dir", "required: the local folder to write the files into")
+        folder = Path(self.dir)
+        if folder.exists() and not folder.is_dir():
+            raise OptionError("--dir", f"{self.dir!r} is a file, not a folder")
+        return folder
+
+
+DEMO_SPEC = OptionSpec(DemoOptions, prog="invoke files-demo",
+                       description="Write the demo's files.")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A checked command: its method, the job it names (if any) and, for job_add, the job."""
+
+    method: str
+    name: str | None = None
+    job: JobOptions | None = None
+
+    def args(self) -> list[Any]:
+        """The arguments as sent (parse_command gives this command back from them)."""
+        if self.job is not None:
+            return [self.name, *self.job.files(), self.job.batch_size]
+        return [] if self.name is None else [self.name]
+
+
+def parse_command(method: Any, args: Sequence[Any]) -> Command:
+    """`method(*args)` checked as the CLI checks it (OptionError naming the argument):
+    job_add NAME MODEL TESTSET LABELS BATCH_SIZE; job_start / job_stop / job_remove NAME;
+    job_status [NAME]; members. Values must have their exact JSON type (an integer is not
+    1.5, true or a text)."""
+    if not isinstance(method, str) or method not in COMMANDS:
+        shown = repr(method)[:60]
+        raise OptionError("method", f"expected one of {', '.join(COMMANDS)}, got {shown}")
+    arity = {"job_add": (5,), "job_status": (0, 1), "members": (0,)}.get(method, (1,))
+    if len(args) not in arity:
+        raise OptionError(method, f"takes {' or '.join(map(str, arity))} arguments, "
+                          f"got {len(args)}")
+    if method == "members" or not args:
+        return Command(method)
+    name = check_name("NAME", args[0])
+    if method != "job_add":
+        return Command(method, name)
+    model, testset, labels, batch_size = args[1:]
+    job = JobOptions(model=model, testset=testset, labels=labels, batch_size=batch_size)
+    job.files()
+    return Command(method, name, job)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceOptions(ServiceOptions, ResultsOptions):
+    """The service's flags, and the experiment's (a shorter window and rebalance than the
+    service's, so that a run of a minute shows fair share before and after the failures)."""
+
+    rebalance_s: float = option(1.0, "seconds between fair-share rebalances",
+                                flag="--rebalance", above=0.0)
+    window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
+                             above=0.0)
     jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
                        "the medium one)", minimum=2, maximum=3)
-    batch_size: int = option(20, "queries per sub-job", minimum=1)
-    repeat: int = option(20, "the held-out digits (450) repeated this often per test set",
-                         minimum=1)
-    fail_workers: int = option(0, "workers killed at the same moment during the run",
-                               minimum=0)
-    fail_coordinator: bool = option(False, "kill the coordinator during the run")
-    fail_after_s: float = option(20.0, "seconds after the jobs start that the failures hit",
+    batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
+    repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
+                         minimum=1, maximum=10_000)
+    fail_workers: int = option(2, "busy workers killed at the same moment during the run "
+                               "(0: none)", minimum=0, maximum=64)
+    fail_coordinator: int = option(1, "1: kill the coordinator at the same moment as the "
+                                   "workers (Ray restarts it, it resumes from the store); "
+                                   "0: not", minimum=0, maximum=1)
+    fail_after_s: float = option(8.0, "seconds after the jobs start that the failures hit",
                                  flag="--fail-after", minimum=0.0)
     seed: int = option(0, "seed of the models' training and the data split", minimum=0)
 

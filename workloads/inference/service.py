@@ -4,7 +4,9 @@ sends its commands over HTTP instead: `workloads/inference/endpoint.py`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
@@ -34,13 +36,28 @@ def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
     if on_demand:
         options["resources"] = {ON_DEMAND_RESOURCE: 0.5}
     handle = start_actor(Coordinator, settings, options=options)
-    ray.get(handle.job_status.remote(), timeout=120)  # up and its state loaded
+    ray.get(handle.command.remote("job_status", []), timeout=120)  # up, its state loaded
     return handle
+
+
+def check_store_reaches_every_node(store: str) -> None:
+    """A folder store serves a cluster only when all its nodes are on one machine (the
+    local lab); a cluster of several machines needs an s3:// store."""
+    if urlparse(store).scheme == "s3":
+        return
+    if not Path(store).is_absolute():
+        raise ServiceError(f"--store {store!r}: a relative folder is each node's own; "
+                           "give an absolute folder or s3://BUCKET/PREFIX")
+    hosts = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
+    if len(hosts) > 1:
+        raise ServiceError(f"--store {store!r}: a folder is not shared by this cluster's "
+                           f"{len(hosts)} machines; give s3://BUCKET/PREFIX")
 
 
 def start_on_this_cluster(settings: dict[str, Any]) -> Any:
     """The coordinator on the cluster this driver is connected to, placed by what it has:
     workers on spot nodes and the coordinator on an on-demand one when it has them."""
+    check_store_reaches_every_node(settings["store"])
     resources = ray.cluster_resources()
     settings = {**settings,
                 "worker_resource": SPOT_RESOURCE if SPOT_RESOURCE in resources else None}
@@ -59,7 +76,7 @@ def call(method: str, *args: Any, timeout_s: float = COMMAND_TIMEOUT_S) -> dict[
     """One command; its answer, or ServiceError with the coordinator's one-line reason."""
     handle = coordinator()
     try:
-        answer: dict[str, Any] = ray.get(getattr(handle, method).remote(*args),
+        answer: dict[str, Any] = ray.get(handle.command.remote(method, list(args)),
                                          timeout=timeout_s)
     except GetTimeoutError:
         raise ServiceError(f"the coordinator did not answer {method} within {timeout_s:g} s "

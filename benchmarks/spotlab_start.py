@@ -1,0 +1,150 @@
+"""How fast a spot lab comes up, and how fast a replacement node joins.
+
+Brings a lab of a head and --nodes spot worker nodes up --repeats times; in each, once it is
+up, preempts one spot node (a notice, the drain, the kill at the deadline) and waits for its
+replacement to join. Prints, per repeat and over all of them, the seconds from the start to
+the lab being ready (every node joined Ray) and from the end of the replace delay to the
+replacement's join, against the targets; writes the numbers to --out (JSON) and exits 1 when
+the slowest repeat misses a target.
+
+--load N runs N busy processes beside the lab meanwhile (a loaded machine); the load average
+before and after each repeat is recorded either way.
+
+    python -m benchmarks.spotlab_start [--repeats 3] [--nodes 4] [--load 0] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import procs
+from spotlab import SpotLab, SpotLabConfig, spot_lab
+
+REPO = Path(__file__).resolve().parents[1]
+READY_TARGET_S = 30.0
+JOIN_TARGET_S = 10.0
+WARNING_S = 2.0
+REPLACE_DELAY_S = 2.0
+BUSY_LOOP = "while True: pass"
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """`count` processes that spin on a CPU each, stopped by their handles afterwards."""
+    children = [procs.spawn([sys.executable, "-c", BUSY_LOOP]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for child in children:
+            procs.stop(child, grace_s=2.0)
+
+
+def wait_for_event(lab: SpotLab, matches: Any, timeout_s: float, what: str) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [event for event in lab.events() if matches(event)]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} not within {timeout_s:g} s")
+
+
+def one_repeat(config: SpotLabConfig, quiet: bool) -> dict[str, Any]:
+    load_before = load_average()
+    started = time.time()
+    progress = (lambda message: None) if quiet else print
+    with spot_lab(config, progress=progress) as lab:
+        ready_s = time.time() - started
+        joins = {e["node"]: e["start_to_join_s"] for e in lab.events() if e["event"] == "join"}
+        lab.interrupt("spot-0")
+        join = wait_for_event(lab, lambda e: e["event"] == "join" and e.get("replaces")
+                              == "spot-0", config.warning_s + config.replace_delay_s + 300,
+                              "the replacement's join")
+        kill = next(e for e in lab.events() if e["event"] == "kill" and e["node"] == "spot-0")
+        stop_started = time.time()
+    return {
+        "ready_s": round(ready_s, 3),
+        "node_start_to_join_s": joins,
+        "replacement_join_after_delay_s": round(join["t"] - kill["t"] - config.replace_delay_s,
+                                                3),
+        "replacement_start_to_join_s": round(join["start_to_join_s"], 3),
+        "stop_s": round(time.time() - stop_started, 3),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
+
+
+def verdict(rows: list[dict[str, Any]], ready_target_s: float,
+            join_target_s: float) -> dict[str, Any]:
+    """Per measure: median, slowest, the target and whether the slowest repeat met it."""
+    result = {}
+    for key, target in (("ready_s", ready_target_s),
+                        ("replacement_join_after_delay_s", join_target_s)):
+        values = [row[key] for row in rows]
+        result[key] = {"median": round(statistics.median(values), 3), "max": max(values),
+                       "target": target, "met": max(values) <= target}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.spotlab_start",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=4, help="spot worker nodes beside the head")
+    parser.add_argument("--load", type=int, default=0,
+                        help="busy processes beside the lab (a loaded machine)")
+    parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=True,
+                        help="the head's dashboard, as a run's lab has it")
+    parser.add_argument("--ready-target", type=float, default=READY_TARGET_S)
+    parser.add_argument("--join-target", type=float, default=JOIN_TARGET_S)
+    parser.add_argument("--out", type=Path,
+                        default=REPO / "results" / "benchmarks" /
+                        f"spotlab_start-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    parser.add_argument("--quiet", action="store_true", help="no lab progress lines")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.nodes < 1 or args.load < 0:
+        parser.error("--repeats and --nodes must be >= 1, --load >= 0")
+    config = SpotLabConfig(spot=args.nodes, on_demand=0, cpus_per_node=1, alpha=1.0,
+                           warning_s=WARNING_S, replace_delay_s=REPLACE_DELAY_S,
+                           object_store_mb=80, dashboard=args.dashboard)
+    rows = []
+    with busy_processes(args.load):
+        for repeat in range(1, args.repeats + 1):
+            row = one_repeat(config, args.quiet)
+            rows.append(row)
+            print(f"repeat {repeat}: ready in {row['ready_s']:.1f} s, replacement joined "
+                  f"{row['replacement_join_after_delay_s']:.1f} s after its replace delay, "
+                  f"stopped in {row['stop_s']:.1f} s (load average {row['load_average_before']}"
+                  f" -> {row['load_average_after']})", flush=True)
+    measured = verdict(rows, args.ready_target, args.join_target)
+    print(f"spot lab start (head + {args.nodes} nodes, {args.repeats} repeats, {args.load} busy "
+          f"processes, {os.cpu_count()} CPUs):")
+    for key, what in (("ready_s", "start to ready"),
+                      ("replacement_join_after_delay_s", "replace delay to replacement join")):
+        row = measured[key]
+        print(f"  {what:<34} median {row['median']:6.1f} s, slowest {row['max']:6.1f} s, "
+              f"target <= {row['target']:g} s: {'met' if row['met'] else 'MISSED'}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "config": config.to_dict(), "nodes": args.nodes, "repeats": args.repeats,
+        "busy_processes": args.load, "cpus": os.cpu_count(), "rows": rows, "verdict": measured,
+    }, indent=2))
+    print(f"numbers in {args.out}")
+    return 0 if all(row["met"] for row in measured.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
