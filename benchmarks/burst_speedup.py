@@ -279,8 +279,11 @@ def draw(table: list[dict[str, Any]], path: Path) -> Path:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.burst_speedup",
-                                     description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.burst_speedup",
+        description=" ".join((__doc__ or "").split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     stamp = time.strftime("%Y%m%dT%H%M%S")
     parser.add_argument(
         "--out", default=f"results/benchmarks/burst/{stamp}", help="folder for every case's results"
