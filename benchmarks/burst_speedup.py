@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -333,7 +334,10 @@ def main() -> int:
         if (folder / "summary.json").is_file():
             print(f"already measured: {folder}", flush=True)
             continue
-        folder.mkdir(parents=True, exist_ok=True)
+        if folder.exists():  # a repeat an interrupted chunk left half done: measured again
+            shutil.rmtree(folder)
+            print(f"removed the unfinished {folder}", flush=True)
+        folder.mkdir(parents=True)
         with (out / f"{folder.name}.log").open("w") as log, load_watch(folder / "load.json"):
             options = BurstOptions(workload=workload, inputs_cache=str(cache))
             run_burst(options, bw, folder, show=lambda line: print(line, file=log, flush=True))
