@@ -428,7 +428,8 @@ def run_burst(c: Context, options: BurstOptions, target: BurstRunTarget,
     Local default: the two-site lab; or --stack."""
     from launch.burst import run_burst as run
 
-    folder = run(options, target.bw, target.out, target.stack, lab=lab)
+    folder = run(options, target.bw, target.out, target.stack, lab=lab,
+                 stall_timeout_s=target.stall_timeout)
     print(f"results and figures: {folder}")
 
 
@@ -438,7 +439,8 @@ def sweep_burst(c: Context, options: BurstOptions, target: BurstSweepTarget,
     """Run run-burst at each bandwidth, then draw makespan against bandwidth."""
     from launch.burst import sweep_burst as sweep
 
-    folder = sweep(options, target.bw, target.out, target.stack, lab=lab)
+    folder = sweep(options, target.bw, target.out, target.stack, lab=lab,
+                   stall_timeout_s=target.stall_timeout)
     print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
 
 

@@ -1,58 +1,120 @@
-"""Burst benchmark: both workloads at 30, 100 and 200 Mbit/s (the profiles shape 31, 106 and
-210) in the local two-site lab, NFS data, both schedulers side by side in each run, each case
-repeated; prints per case the mean (min-max over repeats) of each makespan, the bound, the
-data-aware makespan / bound and the speedup (default / data-aware). Needs the lab (root,
-ip netns); one case (one workload at one bandwidth, three repeats) takes a few minutes.
+"""Burst benchmark: both workloads at 30, 50, 100 and 200 Mbit/s (the profiles shape 31, 55,
+106 and 210) in the local two-site lab, NFS data, three repeats per case, both schedulers side
+by side in each repeat (`run-burst`: calibration, then default, then data-aware).
 
-Run it in chunks into one folder: every invocation adds its cases to --out, and the table it
-prints covers every case found there (earlier chunks included).
+Per case, the median (min–max) over the repeats of: each scheduler's makespan, the lower
+bound both are measured against (from the calibrated compute time per task, the bytes and the
+shaped rate), data-aware / bound, default / bound, the speedup (default / data-aware), the
+mean task compute time of each run and their ratio, the scheduler's CPU seconds and each
+site's during each run, and the machine's load. The targets, on the medians: data-aware
+within 1.15x of the bound, not slower than default, its tasks' mean compute time within 10 %
+of the default run's. A repeat in which data-aware was slower is listed with the numbers
+that say why. Writes table.md (with how it was made: command, cores, load, date, commit),
+table.json and speedup.png next to the cases, and exits 1 when a case misses a target.
 
-    python -m benchmarks.burst_speedup [--out DIR] [--bw 30,100,200] [--workload image]
-                                       [--repeats 3]
+Run it in chunks into one folder: every invocation adds its cases to --out (a repeat already
+there is kept), and the table covers every case found there (earlier chunks included).
+
+    python -m benchmarks.burst_speedup [--out DIR] [--bw 30,50,100,200] [--workload image]
+                                       [--repeats 3] [--table-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import Target, exit_code, header, machine, targets_text
 from launch.burst import run_burst
 from workloads.burst.options import BurstOptions
 
 WORKLOADS = ("image", "param-server")
+BANDWIDTHS = "30,50,100,200"
 WITHIN = 1.15
-"""The target: data-aware within this factor of the lower bound in every case."""
+"""Target: data-aware's makespan within this factor of the common lower bound."""
+COMPUTE_WITHIN = 1.10
+"""Target: data-aware's mean task compute time within this factor of the default run's."""
+LOAD_SAMPLE_S = 5.0
+SITES = ("onprem", "cloud")
 
 
-def case_row(summary: dict[str, Any]) -> dict[str, Any]:
-    """One repeat's numbers. Each scheduler's ratio is to the bound from its own measured
-    compute times (summary.json's makespan_over_bound); `bound_s` is the data-aware run's."""
+def case_row(summary: dict[str, Any], load: dict[str, float] | None = None) -> dict[str, Any]:
+    """One repeat's numbers, every ratio against the summary's one lower bound."""
     runs = summary["runs"]
     default, aware = runs["default"], runs["data-aware"]
-    return {
+    row: dict[str, Any] = {
         "workload": summary["workload"],
         "bandwidth_mbit": summary["bandwidth_mbit"],
         "default_s": default["makespan_s"],
         "aware_s": aware["makespan_s"],
-        "bound_s": aware["lower_bound_s"],
+        "bound_s": summary["lower_bound_s"],
         "aware_over_bound": aware["makespan_over_bound"],
         "default_over_bound": default["makespan_over_bound"],
         "speedup": summary["speedup"],
+        "default_compute_s": default["compute_s_mean"],
+        "aware_compute_s": aware["compute_s_mean"],
+        "compute_ratio": summary["compute_ratio"],
+        "compute_cpu_ratio": summary.get("compute_cpu_ratio"),
+        "aware_scheduler_cpu_s": aware["scheduler_cpu_s"],
+        "default_scheduler_cpu_s": default["scheduler_cpu_s"],
+        "load": (load or {}).get("mean"),
     }
+    for name, run in (("default", default), ("aware", aware)):
+        for site in SITES:
+            row[f"{name}_{site}_cpu_s"] = run["site_cpu_s"].get(site)
+            row[f"{name}_{site}_idle_s"] = run["idle_slot_s"].get(site)
+            row[f"{name}_{site}_compute_s"] = run["compute_s_mean_by_site"].get(site)
+        row[f"{name}_on_cloud"] = run["tasks_on_cloud"]
+        shared = {tuple(summary.get("site_cpus", {}).get(site, [])): value
+                  for site, value in run.get("others_cpu_s", {}).items()}
+        row[f"{name}_others_cpu_s"] = sum(shared.values()) if shared else None
+    return row
 
 
-def spread(values: Sequence[float], digits: int) -> str:
-    """mean (min-max), or the one value."""
-    mean = f"{statistics.fmean(values):.{digits}f}"
-    if len(values) == 1:
-        return mean
-    return f"{mean} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+def why_slower(row: dict[str, Any]) -> str:
+    """For a repeat in which data-aware was slower: what its numbers say, against default's."""
+    parts = [f"data-aware {row['aware_s'] - row['default_s']:.1f} s slower"]
+    if row["compute_ratio"] is not None:
+        parts.append(f"its tasks computed {100 * (row['compute_ratio'] - 1):+.0f} % "
+                     f"({row['aware_compute_s']:.2f} s vs {row['default_compute_s']:.2f} s)")
+    idle = [f"{site} {row[f'aware_{site}_idle_s']:.1f} s vs {row[f'default_{site}_idle_s']:.1f} s"
+            for site in SITES if row.get(f"aware_{site}_idle_s") is not None
+            and row.get(f"default_{site}_idle_s") is not None]
+    if idle:
+        parts.append("slots idle " + ", ".join(idle))
+    parts.append(f"tasks on the cloud {row['aware_on_cloud']} vs {row['default_on_cloud']}")
+    if row.get("aware_others_cpu_s") is not None and row.get("default_others_cpu_s") is not None:
+        parts.append(f"other processes' CPU on the sites' CPUs {row['aware_others_cpu_s']:.0f} s "
+                     f"vs {row['default_others_cpu_s']:.0f} s")
+    parts.append(f"default itself {row['default_over_bound']:.2f}x the bound")
+    if row["load"] is not None:
+        parts.append(f"load {row['load']:.1f}")
+    return "; ".join(parts)
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def spread(values: list[float | None], digits: int) -> str:
+    """median (min–max), or the one value; '-' when not measured."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "-"
+    middle = f"{median(present):.{digits}f}"
+    if len(present) == 1:
+        return middle
+    return f"{middle} ({min(present):.{digits}f}–{max(present):.{digits}f})"
 
 
 COLUMNS = (
@@ -62,11 +124,32 @@ COLUMNS = (
     ("data-aware/bound", "aware_over_bound", 2),
     ("default/bound", "default_over_bound", 2),
     ("speedup", "speedup", 2),
+    ("compute s default", "default_compute_s", 2),
+    ("compute s data-aware", "aware_compute_s", 2),
+    ("compute ratio", "compute_ratio", 2),
+)
+CPU_COLUMNS = (
+    ("CPU time ratio", "compute_cpu_ratio", 2),
+    ("scheduler CPU s default", "default_scheduler_cpu_s", 1),
+    ("scheduler CPU s data-aware", "aware_scheduler_cpu_s", 1),
+    ("on-prem CPU s default", "default_onprem_cpu_s", 0),
+    ("on-prem CPU s data-aware", "aware_onprem_cpu_s", 0),
+    ("cloud CPU s default", "default_cloud_cpu_s", 0),
+    ("cloud CPU s data-aware", "aware_cloud_cpu_s", 0),
+    ("others' CPU s default", "default_others_cpu_s", 0),
+    ("others' CPU s data-aware", "aware_others_cpu_s", 0),
+    ("load", "load", 1),
+)
+CHECKS = (
+    ("within", f"≤ {WITHIN}× bound"),
+    ("not_slower", "not slower"),
+    ("compute_within", f"compute ≤ {COMPUTE_WITHIN}×"),
 )
 
 
 def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (workload, bandwidth): every column's values over the repeats, and the checks."""
+    """Per (workload, bandwidth): every column's values over the repeats, the checks on their
+    medians, and why data-aware was slower in any repeat where it was."""
     cases: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for row in rows:
         cases.setdefault((row["workload"], row["bandwidth_mbit"]), []).append(row)
@@ -74,27 +157,61 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     table = []
     for key in order:
         repeats = cases[key]
+        ratios = [r["compute_ratio"] for r in repeats if r["compute_ratio"] is not None]
         table.append({
             "workload": key[0],
             "bandwidth_mbit": key[1],
             "repeats": len(repeats),
-            **{field: [r[field] for r in repeats] for _, field, _ in COLUMNS},
-            "within": all(r["aware_over_bound"] <= WITHIN for r in repeats),
-            "not_slower": all(r["aware_s"] <= r["default_s"] for r in repeats),
+            **{column: [r.get(column) for r in repeats]
+               for _, column, _ in (*COLUMNS, *CPU_COLUMNS)},
+            "within": median([r["aware_over_bound"] for r in repeats]) <= WITHIN,
+            "not_slower": median([r["speedup"] for r in repeats]) >= 1.0,
+            "compute_within": bool(ratios) and median(ratios) <= COMPUTE_WITHIN,
+            "slower_repeats": [why_slower(r) for r in repeats if r["speedup"] < 1.0],
         })
     return table
 
 
-def markdown(table: list[dict[str, Any]]) -> str:
-    """The README's table: mean (min–max) over the repeats per case."""
-    head = ["workload", "Mbit/s", "n", *(name for name, _, _ in COLUMNS),
-            f"≤ {WITHIN}× bound", "never slower"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+def targets(table: list[dict[str, Any]]) -> list[Target]:
+    """Per case, on the medians over its repeats: data-aware / bound, the speedup, the
+    compute ratio."""
+    found = []
     for case in table:
-        cells = [case["workload"], f"{case['bandwidth_mbit']:g}", str(case["repeats"])]
-        cells += [spread(case[field], digits) for _, field, digits in COLUMNS]
-        cells += ["yes" if case["within"] else "no", "yes" if case["not_slower"] else "no"]
-        lines.append("| " + " | ".join(cells) + " |")
+        name = f"{case['workload']} at {case['bandwidth_mbit']:g} Mbit/s"
+        ratios = [v for v in case["compute_ratio"] if v is not None]
+        found += [
+            Target(f"{name}: data-aware / bound", median(case["aware_over_bound"]), WITHIN),
+            Target(f"{name}: speedup", median(case["speedup"]), 1.0, at_most=False),
+            Target(f"{name}: data-aware / default mean compute",
+                   median(ratios) if ratios else float("inf"), COMPUTE_WITHIN),
+        ]
+    return found
+
+
+def markdown(table: list[dict[str, Any]]) -> str:
+    """Two tables, median (min–max) over the repeats per case: the makespans against the
+    bound with the checks on the medians, then where the CPU went; then each slower repeat
+    with its reasons."""
+    def rows(columns: tuple[tuple[str, str, int], ...], checks: bool) -> list[str]:
+        head = ["workload", "Mbit/s", "n", *(name for name, _, _ in columns)]
+        head += [label for _, label in CHECKS] if checks else []
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for case in table:
+            cells = [case["workload"], f"{case['bandwidth_mbit']:g}", str(case["repeats"])]
+            cells += [spread(case[column], digits) for _, column, digits in columns]
+            cells += ["yes" if case[check] else "no" for check, _ in CHECKS] if checks else []
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+
+    lines = [*rows(COLUMNS, True), "", "Where the CPU went (seconds during each run; the "
+             "scheduler runs on-prem; others' CPU: other processes' busy time on the sites' "
+             "CPUs; load: the machine's 1-minute load average, benchmark included):", "",
+             *rows(CPU_COLUMNS, False)]
+    slower = [(case, why) for case in table for why in case["slower_repeats"]]
+    if slower:
+        lines += ["", "Repeats in which data-aware was slower than default:", ""]
+        lines += [f"- {case['workload']} at {case['bandwidth_mbit']:g} Mbit/s: {why}"
+                  for case, why in slower]
     return "\n".join(lines)
 
 
@@ -105,18 +222,74 @@ def collect(out: Path) -> list[dict[str, Any]]:
         summary = json.loads(path.read_text())
         if summary.get("bandwidth_mbit") is None or "default" not in summary["runs"]:
             continue
-        rows.append(case_row(summary))
+        load_file = path.parent / "load.json"
+        load = json.loads(load_file.read_text()) if load_file.is_file() else None
+        rows.append(case_row(summary, load))
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.burst_speedup",
-                                     description=__doc__.splitlines()[0])
+@contextmanager
+def load_watch(path: Path) -> Iterator[None]:
+    """The machine's 1-minute load average, sampled while the block runs, into `path`
+    (mean and max; it counts the benchmark's own processes too)."""
+    samples = [os.getloadavg()[0]]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(LOAD_SAMPLE_S):
+            samples.append(os.getloadavg()[0])
+
+    thread = threading.Thread(target=sample, name="load", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        path.write_text(json.dumps({
+            "mean": round(statistics.fmean(samples), 2), "max": max(samples),
+            "samples": len(samples), "cpus": os.cpu_count(),
+        }) + "\n")
+
+
+def draw(table: list[dict[str, Any]], path: Path) -> Path:
+    """Per case and repeat: the speedup, data-aware / bound and the compute ratio against
+    their targets; a repeat in which data-aware was slower is drawn red."""
+    from workloads.common.figures import plt, save_figure
+
+    labels = [f"{c['workload']}\n{c['bandwidth_mbit']:g} Mbit/s" for c in table]
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    panels = (("speedup", "speedup (default / data-aware)", 1.0),
+              ("aware_over_bound", "data-aware makespan / lower bound", WITHIN),
+              ("compute_ratio", "mean compute: data-aware / default", COMPUTE_WITHIN))
+    for ax, (column, title, target) in zip(axes, panels, strict=True):
+        for x, case in enumerate(table):
+            values = [v for v in case[column] if v is not None]
+            slower = [s is not None and s < 1.0 for s in case["speedup"]]
+            colors = ["tab:red" if s else "tab:blue" for s in slower[: len(values)]]
+            ax.scatter([x] * len(values), values, c=colors, zorder=3)
+            if values:
+                ax.hlines(median(values), x - 0.3, x + 0.3, color="black")
+        ax.axhline(target, color="tab:green", linestyle="--", label=f"target {target:g}")
+        ax.set_xticks(range(len(table)), labels, fontsize=8)
+        ax.set(title=title)
+        ax.legend(fontsize=8)
+    figure.suptitle("burst benchmark: each repeat (red: data-aware slower than default), "
+                    "black line: median")
+    return save_figure(figure, path)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.burst_speedup",
+        description=" ".join((__doc__ or "").split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     stamp = time.strftime("%Y%m%dT%H%M%S")
     parser.add_argument(
         "--out", default=f"results/benchmarks/burst/{stamp}", help="folder for every case's results"
     )
-    parser.add_argument("--bw", default="30,100,200", help="bandwidths in Mbit/s")
+    parser.add_argument("--bw", default=BANDWIDTHS, help="bandwidths in Mbit/s")
     parser.add_argument(
         "--workload", default=",".join(WORKLOADS), help="comma-separated: image, param-server"
     )
@@ -126,8 +299,12 @@ def main() -> int:
         help="generated inputs kept across runs (each lab copies them instead of generating)",
     )
     parser.add_argument("--table-only", action="store_true",
-                        help="run nothing; print the table of the cases already in --out")
-    args = parser.parse_args()
+                        help="run nothing; the table of the cases already in --out")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     workloads = args.workload.split(",")
     unknown = [name for name in workloads if name not in WORKLOADS]
     if unknown:
@@ -157,24 +334,39 @@ def main() -> int:
         if (folder / "summary.json").is_file():
             print(f"already measured: {folder}", flush=True)
             continue
-        out.mkdir(parents=True, exist_ok=True)
-        with (out / f"{folder.name}.log").open("w") as log:
+        if folder.exists():  # a repeat an interrupted chunk left half done: measured again
+            shutil.rmtree(folder)
+            print(f"removed the unfinished {folder}", flush=True)
+        folder.mkdir(parents=True)
+        with (out / f"{folder.name}.log").open("w") as log, load_watch(folder / "load.json"):
             options = BurstOptions(workload=workload, inputs_cache=str(cache))
             run_burst(options, bw, folder, show=lambda line: print(line, file=log, flush=True))
-        row = case_row(json.loads((folder / "summary.json").read_text()))
+        load = json.loads((folder / "load.json").read_text())
+        row = case_row(json.loads((folder / "summary.json").read_text()), load)
         print(
             f"default {row['default_s']:.1f}s, data-aware {row['aware_s']:.1f}s, bound "
             f"{row['bound_s']:.1f}s, data-aware/bound {row['aware_over_bound']:.2f}, "
-            f"speedup {row['speedup']:.2f}",
+            f"speedup {row['speedup']:.2f}, compute ratio {row['compute_ratio']}, "
+            f"load {load['mean']:.1f}",
             flush=True,
         )
     out.mkdir(parents=True, exist_ok=True)
     table = aggregate(collect(out))
-    (out / "table.json").write_text(json.dumps(table, indent=1) + "\n")
-    text = markdown(table)
+    checked = targets(table)
+    made = machine()
+    (out / "table.json").write_text(json.dumps(
+        {"made": made, "cases": table, "targets": [
+            {"name": t.name, "measured": t.measured, "limit": t.limit, "met": t.met}
+            for t in checked]}, indent=1) + "\n")
+    text = "\n\n".join([header(made), markdown(table), targets_text(checked)])
     (out / "table.md").write_text(text + "\n")
+    if table:
+        draw(table, out / "speedup.png")
     print(text)
-    return 0
+    if not table:
+        print(f"error: no finished case in {out}", file=sys.stderr)
+        return 1
+    return exit_code(checked)
 
 
 if __name__ == "__main__":

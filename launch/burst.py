@@ -17,7 +17,8 @@ from launch.netem_aws import NodeStatus, format_statuses, netem_on_stack
 from launch.options import BurstLabOptions
 from launch.ssm import read_secure_parameter
 from launch.ssm_tunnel import ssm_port_forward
-from launch.targets import Remote, fresh_results_folder, run_remote
+from launch.targets import LOCAL_RUN_TIMEOUT_S, Remote, fresh_results_folder, run_remote
+from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from launch.workload import WorkloadRun, workload_run
 from netem.lab import LabDescription, require_lab_support, two_site_lab
 from netem.profile import Profile, load_profile
@@ -67,16 +68,19 @@ def run_burst(
     show: Show = print,
     watch: Watch | None = None,
     lab: BurstLabOptions | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> Path:
     """Run the burst workload (lab, or `stack`), draw its figures; returns the folder.
-    The options checked themselves when they were made."""
+    The options checked themselves when they were made. A run that prints no progress for
+    `stall_timeout_s` is stopped (RunStalled), and the lab with it."""
     profile = load_profile(bw=bw)
     local_out = fresh_results_folder(out, "burst")
     if stack:
-        run_on_stack(options, profile, local_out, stack, show)
+        run_on_stack(options, profile, local_out, stack, show, stall_timeout_s=stall_timeout_s)
     else:
         require_lab_support()  # one line saying what the lab needs, before anything starts
-        run_in_lab(options, lab or BurstLabOptions(), profile, local_out, show, watch)
+        run_in_lab(options, lab or BurstLabOptions(), profile, local_out, show, watch,
+                   stall_timeout_s)
     draw(local_out)  # the driver has printed the table per scheduler already
     return local_out
 
@@ -105,6 +109,7 @@ def lab_driver_argv(
         data_dir=str(Path(lab.storage[SITE_ONPREM]) / "burst-inputs"),
         stage_dir=str(Path(lab.temp_dir) / "stage"),
         profile_file=profile_file(profile),
+        site_netns=tuple(f"{part}={name}" for part, name in lab.namespaces.items()) or None,
         **s3,
     )
     return ["env", *env, sys.executable, "-m", "workloads.burst", *BURST_SPEC.argv(full)]
@@ -117,34 +122,40 @@ def run_in_lab(
     local_out: Path,
     show: Show,
     watch: Watch | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """Bring the lab up for the profile, run the driver on-prem, tear the lab down (also on
-    Ctrl-C or failure)."""
+    Ctrl-C, failure or a stall)."""
     with two_site_lab(
         profile,
         cloud_nodes=lab_options.cloud_nodes,
         hpc_cpus=lab_options.hpc_cpus,
         cloud_cpus=lab_options.cloud_cpus,
     ) as lab:
-        run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch)
+        run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch,
+                   stall_timeout_s)
         write_shaping(local_out, {"lab": lab.kind, "profile": lab.profile, **lab.shaping})
 
 
 def run_driver(
-    lab: LabDescription, argv: list[str], show: Show, watch: Watch | None = None
+    lab: LabDescription, argv: list[str], show: Show, watch: Watch | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """The driver at the lab's on-prem site, its output shown line by line; `watch` sees
-    every line too (the fault test kills a node on one)."""
-    driver = procs.spawn(lab.command(argv), cwd=PROJECT_DIR, merge_stderr=True)
-    try:
-        assert driver.stdout is not None
-        for line in driver.stdout:
-            show(line.rstrip("\n"))
-            if watch is not None:
-                watch(line, lab)
-        code = driver.wait()
-    finally:
-        procs.stop(driver, grace_s=20)
+    every line too (the fault test kills a node on one). A driver that prints no progress
+    for `stall_timeout_s` is killed and the run is RunStalled."""
+    watchdog = Watchdog(stall_timeout_s)
+
+    def seen(line: str) -> None:
+        watchdog.saw(line)
+        show(line)
+        if watch is not None:
+            watch(line, lab)
+
+    code, _ = procs.follow(lab.command(argv), seen, timeout_s=LOCAL_RUN_TIMEOUT_S,
+                           stalled=lambda: watchdog.remaining_s() <= 0,
+                           name="the burst driver", cwd=PROJECT_DIR)
+    watchdog.check()
     if code != 0:
         raise RunFailed(f"the burst driver exited with status {code} (its output is above)")
 
@@ -203,6 +214,7 @@ def run_on_stack(
     *,
     outputs: dict[str, Any] | None = None,
     ssm: Any = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> None:
     """Shape the burst nodes via SSM, submit through an SSM tunnel to the login node's
     dashboard with the cluster's token (its SSM SecureString), bring the results back
@@ -231,7 +243,7 @@ def run_on_stack(
                 region=burst.region,
                 token=token,
             )
-            run_remote(run, remote, local_out, show)
+            run_remote(run, remote, local_out, show, stall_timeout_s)
         write_shaping(local_out, stack_shaping(stack, statuses))
     finally:
         show(format_statuses(netem_on_stack(stack, None, outputs=outputs, ssm=ssm)))
@@ -244,6 +256,7 @@ def sweep_burst(
     stack: str | None = None,
     show: Show = print,
     lab: BurstLabOptions | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> Path:
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
     folder = fresh_results_folder(out, "burst-sweep")
@@ -252,7 +265,8 @@ def sweep_burst(
         load_profile(bw=bw)  # every value is checked before the first lab comes up
     for bw in bandwidths:
         show(f"=== sweep: {bw:g} Mbit/s ===")
-        run_folder = run_burst(options, bw, folder / f"bw-{bw:g}", stack, show, lab=lab)
+        run_folder = run_burst(options, bw, folder / f"bw-{bw:g}", stack, show, lab=lab,
+                               stall_timeout_s=stall_timeout_s)
         runs.append(read_json(LocalStorage(run_folder), "summary.json"))
     (folder / "sweep.json").write_text(json.dumps(runs, indent=2) + "\n")
     draw_sweep(folder, runs)

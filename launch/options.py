@@ -55,19 +55,25 @@ class StackTarget:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TargetOptions(StackTarget):
-    """Where a Ray workload runs: here (the default), `--address`, or `--stack`."""
+class WatchedTarget(StackTarget):
+    """A target whose run is followed here, with the progress watchdog."""
 
-    address: str | None = option(
-        None,
-        "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
-    )
     stall_timeout: float = option(
         DEFAULT_STALL_TIMEOUT_S,
         "seconds the run may print no progress before it is stopped (exit 1; Ray's own "
         "messages do not count as progress)",
         above=0.0,
         maximum=86_400.0,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetOptions(WatchedTarget):
+    """Where a Ray workload runs: here (the default), `--address`, or `--stack`."""
+
+    address: str | None = option(
+        None,
+        "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
     )
 
     def __post_init__(self) -> None:
@@ -91,12 +97,12 @@ class BurstLabOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BurstRunTarget(StackTarget):
+class BurstRunTarget(WatchedTarget):
     bw: float = option(30.0, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
 
 
 @dataclass(frozen=True, kw_only=True)
-class BurstSweepTarget(StackTarget):
+class BurstSweepTarget(WatchedTarget):
     bw: tuple[float, ...] = option(
         (30.0, 50.0, 100.0, 150.0, 200.0),
         "comma-separated cross-site bandwidths in Mbit/s, one run each",

@@ -1,5 +1,5 @@
-"""Building a lab: namespaces, the shaped site link, per-site storage hiding, then its
-services: moto_server and one Ray node per role."""
+"""Building a lab: namespaces, the shaped site link, per-site storage hiding and CPUs, then
+its services: moto_server and one Ray node per role."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from netem.lab.addressing import (
     lab_ports,
     namespace_name,
 )
+from netem.lab.cpus import cpu_list, split_cpus
 from netem.lab.description import LabDescription
 from netem.lab.processes import MARKER_ENV
 from netem.lab.services import moto_argv, probe, ray_node_argv, start_process
@@ -54,11 +55,19 @@ def _new_temp_dir(state: LabState) -> Path:
     return temp_dir
 
 
+IDLE_WORKER_KEPT_MS = 600_000
+"""A lab node's idle Ray workers live this long (Ray's default: 1 s past the node's CPU count).
+A lab node has 1-2 CPUs, so Ray killed a worker between two tasks a second apart and started
+a new one for the next (about a second of CPU each, on the site's one CPU); a real node's
+pool is as large as its 16 CPUs."""
+
+
 def _lab_env(state: LabState, temp_dir: Path) -> dict[str, str]:
     return {
         MARKER_ENV: state.lab_id,
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN_PATH": str(temp_dir / "ray_auth_token"),
+        "RAY_idle_worker_killing_time_threshold_ms": str(IDLE_WORKER_KEPT_MS),
     }
 
 
@@ -81,13 +90,19 @@ def build_lab(state: LabState, profile: Profile, nodes: list[NodeSpec],
     netns.wire(namespaces, nodes)
     shaping = netns.shape(namespaces, profile, netns.netem_available(namespaces[SITE_ONPREM]),
                           progress)
-    prefixes = {site: site_prefix(namespaces[site], storage[peer_site(site)], env)
+    cpus_split = split_cpus()
+    progress("CPUs per site: " + ", ".join(f"{site} {cpu_list(ids)}"
+                                           for site, ids in cpus_split.sites.items())
+             + (" (one CPU: the sites share it)" if cpus_split.shared else "")
+             + f"; S3 service {cpu_list(cpus_split.services)}")
+    prefixes = {site: site_prefix(namespaces[site], storage[peer_site(site)], env,
+                                  cpus_split.taskset(site))
                 for site in SITES}
     s3_url = f"http://{S3_SERVICE_IP}:{S3_PORT}"
     temp = Path(state.temp_dir)
     watched: dict[str, Any] = {}
     progress(f"starting the S3 endpoint (moto_server) at {s3_url}")
-    start_process(state, "s3", site_prefix(namespaces[S3_NAMESPACE_ROLE], None, env)
+    start_process(state, "s3", site_prefix(namespaces[S3_NAMESPACE_ROLE], None, env, [])
                   + moto_argv("0.0.0.0", S3_PORT), env, watched)
     head = nodes[0]
     head_ports = lab_ports(head.index)
@@ -126,6 +141,8 @@ def build_lab(state: LabState, profile: Profile, nodes: list[NodeSpec],
         s3_endpoint_url=s3_url,
         s3_credentials=S3_CREDENTIALS,
         site_prefixes=prefixes,
+        namespaces=namespaces,
+        cpus=cpus_split.to_dict(),
         site_cidrs=dict(SITE_CIDR),
         nodes=list(joined["nodes"]),  # type: ignore[call-overload]
         temp_dir=state.temp_dir,

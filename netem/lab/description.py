@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vocab.burst import LABEL_SITE, SITE_ONPREM
@@ -33,6 +33,10 @@ class LabDescription:
     nodes: list[dict[str, Any]]
     temp_dir: str
     state_file: str
+    namespaces: dict[str, str] = field(default_factory=dict)
+    """The network namespace of each part: onprem, cloud, s3."""
+    cpus: dict[str, Any] = field(default_factory=dict)
+    """The CPU split (netem.lab.cpus.CpuSplit.to_dict()): each site's CPUs, the S3 service's."""
 
     @property
     def rate_mbit(self) -> dict[str, float]:

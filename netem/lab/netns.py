@@ -25,7 +25,7 @@ def netns_supported() -> tuple[bool, str]:
     """Whether this process can build the lab, and why not when it cannot."""
     if os.geteuid() != 0:
         return False, "not root"
-    missing = [tool for tool in ("ip", "tc", "mount") if shutil.which(tool) is None]
+    missing = [tool for tool in ("ip", "tc", "mount", "taskset") if shutil.which(tool) is None]
     if missing:
         return False, f"{', '.join(missing)} not installed"
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,

@@ -44,6 +44,18 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
     assert summary["speedup"] == round(
         summary["runs"]["default"]["makespan_s"] / summary["runs"]["data-aware"]["makespan_s"], 3
     )
+    # one bound for both, from the calibration's compute times: a pass before each
+    # scheduler's run, 3 tasks on each worker node in each, every sample pooled
+    calibration = summary["bound"]["calibration"]
+    assert calibration["tasks"] == ["img-0001", "img-0002", "img-0003"]  # after img-0000 untimed
+    assert calibration["passes"] == 2
+    assert {site: len(times) for site, times in calibration["samples_s"].items()} == {
+        "onprem": 6, "cloud": 6}
+    assert summary["bound"]["link_mbit"] == 106.0
+    sites = summary["site_cpus"]  # measured: the CPUs each site's processes may use
+    assert sites == json.loads((folder / "provenance.json").read_text())["parameters"][
+        "site_cpus"]
+    assert set(sites) == {"onprem", "cloud", "s3"} and sites["onprem"] and sites["cloud"]
     for name, run in summary["runs"].items():
         records = read_tasks(folder, name)
         assert sorted(r["task"] for r in records) == [f"img-{i:04d}" for i in range(10)]
@@ -55,6 +67,16 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
         assert all(r["bytes_moved"] == (r["bytes"] if r["site"] == "cloud" else 0) for r in records)
         assert all(r["transfer_end"] <= r["compute_start"] for r in on_cloud)
         assert run["makespan_s"] >= max(r["compute_end"] for r in records) - 0.01
+        assert run["makespan_over_bound"] == pytest.approx(  # from unrounded times
+            run["makespan_s"] / summary["lower_bound_s"], rel=5e-3)
+        assert run["compute_s_mean"] > 0 and all(r["compute_cpu_s"] > 0 for r in records)
+        # the scheduler's CPU and each site's were measured during the run: the work of
+        # the tasks each site computed is among its processes' CPU
+        assert run["scheduler_cpu_s"] > 0
+        for site in ("onprem", "cloud"):
+            computed = sum(r["compute_cpu_s"] for r in records if r["site"] == site)
+            assert run["site_cpu_s"][site] >= computed * 0.9
+            assert run["site_cpu_by_process_s"][site]
     aware = read_tasks(folder, "data-aware")
     assert any(r["site"] == "cloud" for r in aware), "the data-aware run never used the cloud"
     provenance = json.loads((folder / "provenance.json").read_text())

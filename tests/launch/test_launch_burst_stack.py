@@ -100,6 +100,7 @@ def fake_results(out: str) -> dict[str, bytes]:
         "workload": "image",
         "data": "nfs",
         "lower_bound_s": 1.5,
+        "bound": {"compute_s": {"onprem": 1.0, "cloud": 1.0}},
         "speedup": None,
         "runs": {
             "data-aware": {
@@ -110,6 +111,9 @@ def fake_results(out: str) -> dict[str, bytes]:
                 "retried_tasks": 0,
                 "lost_nodes": 0,
                 "makespan_over_bound": 1.33,
+                "compute_s_mean_by_site": {"cloud": 1.0},
+                "scheduler_cpu_s": 0.2,
+                "site_cpu_s": {},  # no site namespaces on a stack: the scheduler's own only
             }
         },
     }
@@ -143,6 +147,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
             token=token,
             python=python,
             requirements=requirements,
+            stall_timeout_s=stall_timeout_s,
             command=command,
             files=sorted(p.name for p in folder.rglob("*.json")),
         )
@@ -177,6 +182,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
             show=lambda line: None,
             outputs=OUTPUTS,
             ssm=ssm,
+            stall_timeout_s=120.0,
         )
     [started] = aws.started()
     session = started["argv"]
@@ -187,6 +193,7 @@ def test_the_stack_path_shapes_tunnels_submits_collects_and_resets(
     assert submitted["address"] == f"http://127.0.0.1:{port}"
     assert submitted["token"] == BURST_TOKEN  # the cluster's own token, read decrypted
     assert submitted["python"] == "python"  # the cluster's own Python, not this machine's
+    assert submitted["stall_timeout_s"] == 120.0  # the watchdog follows the job
     assert submitted["requirements"]  # the workload's imports, pinned, reach the burst cluster
     assert all("==" in pin and not pin.startswith("ray==") for pin in submitted["requirements"])
     command = submitted["command"]

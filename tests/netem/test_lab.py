@@ -36,13 +36,14 @@ def at_site(lab: LabDescription, site: str, *argv: str) -> subprocess.CompletedP
 
 
 CLOUD_TASK = """
-import ray
+import os, ray
 ray.init(address="{address}", log_to_driver=False)
 @ray.remote(num_cpus=1, label_selector={{"site": "cloud"}})
 def where():
-    return ray.util.get_node_ip_address()
-print(ray.get(where.remote()))
+    return ray.util.get_node_ip_address(), sorted(os.sched_getaffinity(0))
+print(*ray.get(where.remote()))
 """
+AFFINITY = "import os; print(sorted(os.sched_getaffinity(0)))"
 
 
 @pytest.mark.lab
@@ -69,9 +70,18 @@ def test_the_lab_has_two_shaped_sites_ray_and_s3_and_leaves_nothing() -> None:
             assert at_site(lab, site, sys.executable, "-c",
                            f"import urllib.request; urllib.request.urlopen("
                            f"'{lab.s3_endpoint_url}')").returncode == 0
+        # each site on CPUs of its own (one each on 2 CPUs), and so every process it starts:
+        # a Ray worker of the cloud node runs on the cloud's CPUs only
+        sites = lab.cpus["sites"]
+        if len(os.sched_getaffinity(0)) >= 2:
+            assert not set(sites["onprem"]) & set(sites["cloud"])
+        for site in ("onprem", "cloud"):
+            assert at_site(lab, site, sys.executable, "-c", AFFINITY).stdout == (
+                f"{sites[site]}\n")
         ran = at_site(lab, "onprem", sys.executable, "-c",
                       CLOUD_TASK.format(address=lab.ray_address))
-        assert ran.stdout.strip().splitlines()[-1] == "198.18.1.1", ran.stderr[-600:]
+        assert ran.stdout.strip().splitlines()[-1] == f"198.18.1.1 {sites['cloud']}", (
+            ran.stderr[-600:])
         assert lab_status(lab_id)["processes_alive"]
     assert_nothing_left(lab_id)
 

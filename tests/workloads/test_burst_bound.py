@@ -16,13 +16,14 @@ MB = 1_000_000.0
 
 
 def relaxation_by_lp(
-    tasks: list[tuple[float, float]], onprem: int, cloud: int, bandwidth: float | None
+    tasks: list[tuple[float, float]], onprem: int, cloud: int, bandwidth: float | None,
+    factor: float = 1.0,
 ) -> float:
     """min T over fractions f_i of each task run in the cloud:
-    Σ(1-f_i)c_i ≤ onprem·T, Σ f_i c_i ≤ cloud·T, Σ f_i b_i ≤ bandwidth·T."""
+    Σ(1-f_i)c_i ≤ onprem·T, Σ f_i·factor·c_i ≤ cloud·T, Σ f_i b_i ≤ bandwidth·T."""
     n = len(tasks)
     compute = [c for c, _ in tasks]
-    rows = [[-c for c in compute] + [-onprem], [*compute, -cloud]]
+    rows = [[-c for c in compute] + [-onprem], [*(factor * c for c in compute), -cloud]]
     limits = [-sum(compute), 0.0]
     if bandwidth:
         rows.append([b for _, b in tasks] + [-bandwidth])
@@ -97,6 +98,24 @@ def test_equals_the_linear_program_and_never_beats_a_whole_task_schedule(seed: i
     assert bound == pytest.approx(relaxation_by_lp(tasks, onprem, cloud, bandwidth), rel=1e-6)
     if len(tasks) <= 4:
         assert bound <= best_whole_task_schedule(tasks, onprem, cloud, bandwidth) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_slower_or_faster_cloud_equals_the_linear_program(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    tasks = [(rng.uniform(0.5, 3.0), rng.uniform(0.1, 20.0) * MB) for _ in range(rng.randint(2, 6))]
+    factor = rng.choice([0.5, 0.8, 1.25, 2.0])
+    onprem, cloud = rng.randint(1, 3), rng.randint(1, 3)
+    bandwidth = rng.choice([None, 1 * MB, 5 * MB])
+    bound = lower_bound(tasks, onprem, cloud, bandwidth, cloud_factor=factor)
+    assert bound == pytest.approx(
+        relaxation_by_lp(tasks, onprem, cloud, bandwidth, factor), rel=1e-6)
+
+
+def test_by_hand_a_cloud_twice_as_slow() -> None:
+    # six 1 s tasks, one slot each side, free link: x s (on-prem seconds) to the cloud takes
+    # 2x there; 6 - x = 2x -> x = 2, 4 s
+    assert lower_bound([(1.0, 0.0)] * 6, 1, 1, None, cloud_factor=2.0) == pytest.approx(4.0)
 
 
 def test_the_bytes_curve_by_hand_interpolated_and_capped_at_every_task_sent() -> None:

@@ -5,6 +5,10 @@ max(compute(not S) / on-prem capacity, compute(S) / cloud capacity, bytes(S) / b
 The minimum is taken over fractional sets (a task may be split), which can only lower it, so
 the result stays a valid bound; it is then exact to solve: for any amount of cloud compute,
 the fewest bytes come from the tasks with the most compute per byte.
+
+compute(S) in the cloud may take longer or shorter than on-prem: `cloud_factor` is the cloud's
+compute time per on-prem compute second (one factor for every task, as measured per site by
+the calibration), so the order of the tasks by bytes per compute second stays the same.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ def lower_bound(
     onprem_slots: int,
     cloud_slots: int,
     bandwidth_bytes_s: float | None,
+    cloud_factor: float = 1.0,
 ) -> float:
-    """tasks: (compute seconds, bytes) each; bandwidth None means the link costs nothing."""
+    """tasks: (on-prem compute seconds, bytes) each; bandwidth None means the link costs
+    nothing; a task computes in cloud_factor times its on-prem seconds in the cloud."""
     total = sum(c for c, _ in tasks)
     if cloud_slots <= 0:
         return total / onprem_slots
@@ -45,7 +51,7 @@ def lower_bound(
 
     def cloud_side(x: float) -> float:
         link = 0.0 if not bandwidth_bytes_s else least_bytes(points, x) / bandwidth_bytes_s
-        return max(x / cloud_slots, link)
+        return max(x * cloud_factor / cloud_slots, link)
 
     if onprem_slots <= 0:
         return cloud_side(total)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from vocab.burst import TRANSFER_RESOURCE
+from vocab.burst import SITES, TRANSFER_RESOURCE
+from workloads.burst.calibration import Calibration, calibrate
 from workloads.burst.cluster import NodeInfo, alive_nodes, head_node, task_cpus
+from workloads.burst.cpu import CpuMeter, parse_site_namespaces, site_meter
 from workloads.burst.data import DataSource, RunContext
 from workloads.burst.inputs import TaskSpec, ensure_inputs
 from workloads.burst.options import BurstOptions
@@ -60,15 +64,12 @@ def warm_workers(workers: dict[str, NodeInfo], cpus: int) -> None:
     ray.get(refs)
 
 
-def run_one(
-    name: str,
-    config: BurstOptions,
-    source: DataSource,
-    tasks: list[TaskSpec],
-    nodes: list[NodeInfo],
-    cpus: int,
-    say: Say,
-) -> tuple[RunResult, dict[str, Any]]:
+@contextmanager
+def run_setup(
+    name: str, config: BurstOptions, source: DataSource, nodes: list[NodeInfo], cpus: int
+) -> Iterator[RunSetup]:
+    """What one run (or the calibration) needs: a staging folder of its own, warm workers
+    and, for param-server, its own parameter server on the head (removed after)."""
     head = head_node(nodes)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     context = RunContext(
@@ -88,20 +89,56 @@ def run_one(
             },
         )
     workers = {n.node_id: n for n in nodes if n.is_worker}
-    setup = RunSetup(context, Workload(config.workload, config.seed, server), workers, cpus)
     warm_workers(workers, cpus)
-    say(
-        f"[{name}] {len(tasks)} {config.workload} tasks, {cpus} CPUs each, on "
-        + ", ".join(f"{n.role} {n.ip} ({n.cpus} CPUs)" for n in workers.values())
-    )
-    result = SCHEDULERS[name].run(setup, tasks, say)
-    say(f"[{name}] makespan {result.makespan_s:.2f}s")
-    extra: dict[str, Any] = {}
-    if server is not None:
-        # ray.get's stub picks its list overload for an untyped actor method's ObjectRef
-        extra = cast(dict[str, Any], ray.get(server.stats.remote()))
-        ray.kill(server)
+    try:
+        yield RunSetup(context, Workload(config.workload, config.seed, server), workers, cpus)
+    finally:
+        if server is not None:
+            ray.kill(server)
+
+
+def run_one(
+    name: str,
+    config: BurstOptions,
+    source: DataSource,
+    tasks: list[TaskSpec],
+    nodes: list[NodeInfo],
+    cpus: int,
+    meter: CpuMeter,
+    site_cpus: dict[str, list[int]],
+    say: Say,
+) -> tuple[RunResult, dict[str, Any]]:
+    with run_setup(name, config, source, nodes, cpus) as setup:
+        say(
+            f"[{name}] {len(tasks)} {config.workload} tasks, {cpus} CPUs each, on "
+            + ", ".join(f"{n.role} {n.ip} ({n.cpus} CPUs)" for n in setup.nodes.values())
+        )
+        before = meter.read()
+        result = SCHEDULERS[name].run(setup, tasks, say)
+        used = meter.read().since(before)
+        result.scheduler_cpu_s, result.site_cpu_s = used.own_s, used.sites_s
+        result.site_cpu_by_kind_s = used.kinds_s
+        compute_sites = {site: ids for site, ids in site_cpus.items() if site in SITES}
+        result.others_cpu_s = used.others_s(compute_sites)
+        result.stolen_cpu_s = used.stolen_s(compute_sites)
+        say(f"[{name}] makespan {result.makespan_s:.2f}s, scheduler CPU {used.own_s:.1f}s"
+            + "".join(f", {site} CPU {value:.1f}s" for site, value in used.sites_s.items())
+            + "".join(f", other processes on {site}'s CPUs {value:.1f}s"
+                      for site, value in result.others_cpu_s.items()))
+        extra: dict[str, Any] = {}
+        server = setup.workload.parameter_server
+        if server is not None:
+            # ray.get's stub picks its list overload for an untyped actor method's ObjectRef
+            extra = cast(dict[str, Any], ray.get(server.stats.remote()))
     return result, extra
+
+
+def calibration_pass(
+    config: BurstOptions, source: DataSource, tasks: list[TaskSpec], nodes: list[NodeInfo],
+    cpus: int, say: Say,
+) -> Calibration:
+    with run_setup("calibration", config, source, nodes, cpus) as setup:
+        return calibrate(setup, tasks, config.calibration_tasks, say)
 
 
 def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
@@ -109,14 +146,24 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     cpus = task_cpus(nodes, config.task_cpus)
     workers = [n for n in nodes if n.is_worker]  # as the first run found them
     source = data_source(config)
+    meter = site_meter(parse_site_namespaces(config.site_netns))
+    site_cpus = meter.allowed_cpus()
+    if site_cpus:
+        say("CPUs per site: " + ", ".join(f"{site} {cpu_list(ids)}"
+                                          for site, ids in site_cpus.items()))
     cache = None if config.inputs_cache is None else Path(config.inputs_cache)
     tasks = ensure_inputs(config, source.storage(), say, cache)
     results: dict[str, RunResult] = {}
     extras: dict[str, dict[str, Any]] = {}
-    for name in config.schedulers:
-        nodes = alive_nodes()  # a node lost in one run is not offered to the next
-        results[name], extras[name] = run_one(name, config, source, tasks, nodes, cpus, say)
-    summary = summarize(config, tasks, results, extras, workers, cpus)
+    passes = []
+    with meter.running():
+        for name in config.schedulers:
+            nodes = alive_nodes()  # a node lost in one run is not offered to the next
+            passes.append(calibration_pass(config, source, tasks, nodes, cpus, say))
+            results[name], extras[name] = run_one(name, config, source, tasks, nodes, cpus,
+                                                  meter, site_cpus, say)
+    calibration = Calibration.pooled(passes)
+    summary = summarize(config, tasks, results, extras, workers, cpus, calibration, site_cpus)
     writer = ResultsWriter("burst", config.out, config.s3_endpoint)
     for name, result in results.items():
         writer.add_records(f"tasks_{name}", result.records)
@@ -128,9 +175,14 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
         "task_cpus_used": cpus,
         "data_uri": source.uri,
         "tasks": len(tasks),
+        "site_cpus": site_cpus,
     }
     document = provenance(parameters, inputs, config.target, {"inputs": config.seed})
     storage = writer.finish(summary, document, to_log=config.results_to_log)
     say(format_table(summary))
     say(f"results: {storage.uri}")
     return storage
+
+
+def cpu_list(ids: list[int]) -> str:
+    return ",".join(str(i) for i in ids) or "none"

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workloads.burst.cpu import parse_site_namespaces
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
 WORKLOADS = ("image", "param-server")
@@ -71,6 +72,14 @@ class BurstOptions:
         "parameters are copied from it instead of generated again (generated there first)",
     )
     seed: int = option(0, "seed of the generated inputs", minimum=0)
+    calibration_tasks: int = option(
+        3,
+        "tasks every worker node computes (after one untimed) before each scheduler's run, "
+        "its data in place and no transfer beside it: per site the median compute time over "
+        "these passes gives the lower bound both schedulers are measured against",
+        minimum=1,
+        maximum=100,
+    )
     data_dir: str = option(
         "burst-data",
         "nfs: the on-prem directory holding the inputs (generated if absent)",
@@ -94,9 +103,19 @@ class BurstOptions:
         False, "also print the results as one line of the log", launcher=True
     )
     target: str = option("local", "label of the target (provenance)", launcher=True)
+    site_netns: tuple[str, ...] | None = option(
+        None,
+        "SITE=NETNS pairs: the CPU time of each site's processes (those in that network "
+        "namespace) is measured per run (the local lab)",
+        launcher=True,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        try:
+            parse_site_namespaces(self.site_netns)
+        except ValueError as error:
+            raise OptionError("--site-netns", str(error)) from None
         if self.input_pixel_bytes > MAX_INPUT_PIXEL_BYTES:
             flag = "--images" if self.workload == "image" else "--directories"
             raise OptionError(flag, f"the inputs would hold {self.input_pixel_bytes / GB:.0f} GB "
@@ -119,6 +138,7 @@ class BurstOptions:
         values = asdict(self)
         values["schedulers"] = list(self.schedulers)
         values["profile_file"] = None if self.profile_file is None else str(self.profile_file)
+        values["site_netns"] = None if self.site_netns is None else list(self.site_netns)
         return values
 
 

@@ -67,8 +67,10 @@ def warm_up() -> str:
 @ray.remote(num_cpus=0)
 def transfer(context: RunContext, task: TaskSpec) -> dict[str, Any]:
     """Data-aware: move the task's data to this node ahead of its compute."""
+    cpu = time.process_time()
     start, end, moved = fetch(context, task)
-    return {"transfer_start": start, "transfer_end": end, "bytes_moved": moved}
+    return {"transfer_start": start, "transfer_end": end, "bytes_moved": moved,
+            "transfer_cpu_s": time.process_time() - cpu}
 
 
 @ray.remote(max_retries=0)
@@ -80,13 +82,16 @@ def run_task(
     site = context.site_of_this_node()
     record: dict[str, Any] = {"node": ray.get_runtime_context().get_node_id(), "site": site}
     if fetch_if_needed and not context.source.visible_at(site):
+        cpu = time.process_time()
         start, end, moved = fetch(context, task)
-        record.update(transfer_start=start, transfer_end=end, bytes_moved=moved)
+        record.update(transfer_start=start, transfer_end=end, bytes_moved=moved,
+                      transfer_cpu_s=time.process_time() - cpu)
     try:
-        start = time.time()
+        start, cpu = time.time(), time.process_time()
         files = read_inputs(context, task, site)
         record.update(_compute(workload, task, files))
-        record.update(compute_start=start, compute_end=time.time())
+        record.update(compute_start=start, compute_end=time.time(),
+                      compute_cpu_s=time.process_time() - cpu)
     finally:
         unstage(context, task)
     return record

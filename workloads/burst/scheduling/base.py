@@ -24,6 +24,11 @@ class RunResult:
     retried: int = 0
     lost_nodes: list[str] = field(default_factory=list)
     finished: float = 0.0
+    scheduler_cpu_s: float | None = None  # the driver's CPU while the run ran
+    site_cpu_s: dict[str, float] = field(default_factory=dict)  # each site's, meanwhile
+    site_cpu_by_kind_s: dict[str, dict[str, float]] = field(default_factory=dict)
+    others_cpu_s: dict[str, float] = field(default_factory=dict)  # on each site's CPUs
+    stolen_cpu_s: dict[str, float] = field(default_factory=dict)  # by the hypervisor
 
     @property
     def makespan_s(self) -> float:
@@ -64,6 +69,8 @@ def task_record(
     }
     for key in ("transfer_start", "transfer_end", "compute_start", "compute_end"):
         record[key] = raw[key] - result.started if key in raw else None
+    for key in ("transfer_cpu_s", "compute_cpu_s"):  # CPU the task's process used meanwhile
+        record[key] = round(raw[key], 4) if key in raw else None
     if "loss" in raw:
         record["loss"] = raw["loss"]
     return record
