@@ -34,6 +34,10 @@ LAB = SpotLabConfig(spot=3, on_demand=1, head_cpus=0, cpus_per_node=1, alpha=1.0
                     warning_s=6.0, replace_delay_s=3.0, object_store_mb=80, dashboard=False)
 """α = 1: no chain preemption; the runs' schedules interrupt nodes; replacements join."""
 RUN_TIMEOUT_S = 900.0
+UNCHANGED_EPOCHS = 32
+"""Enough that the epochs after the second preemption point outlast a notice's warning: an
+unchanged script trains on through the warning, and a run that ends inside it would see
+its second notice but no preemption."""
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def run_script(lab: SpotLab, out: Path, args: list[str]) -> dict[str, Any]:
 def unchanged(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return run_script(lab, tmp_path_factory.mktemp("unchanged") / "results", [
         "-f", str(EXAMPLES / "ray_train_mlp.py"), "--function", "train_func",
-        "--config", json.dumps({"epochs": 16, "samples": 12000}),
+        "--config", json.dumps({"epochs": UNCHANGED_EPOCHS, "samples": 12000}),
         "--preempt-at", "4s,4s"])
 
 
@@ -92,7 +96,7 @@ def test_an_unchanged_ray_train_script_resumes_from_its_own_checkpoints(
     assert summary["completed"] and summary["step_unit"] == "report"
     assert len(unchanged["interrupted"]) == 2, unchanged["log"][-40:]
     assert summary["preemptions"] >= 2, summary["restarts"]
-    assert summary["steps_done"] == 16  # one report per epoch, every epoch reported
+    assert summary["steps_done"] == UNCHANGED_EPOCHS  # one report per epoch, each reported
     resumed = [r for r in summary["restarts"] if r["cause"] == "preemption"]
     # each restart resumed from the latest checkpoint the script reported and Ray Train
     # committed before its group ended
@@ -103,7 +107,7 @@ def test_an_unchanged_ray_train_script_resumes_from_its_own_checkpoints(
         attempt = next(a for a in records["attempts"] if a["attempt"] == restart["attempt"])
         assert attempt["resumed_from"] == latest["checkpoint"]
         assert restart["resumed_from_step"] == latest["metrics"]["epoch"]
-    assert summary["final_metrics"]["epoch"] == 15
+    assert summary["final_metrics"]["epoch"] == UNCHANGED_EPOCHS - 1
     assert summary["final_metrics"]["accuracy"] > 0.9
     assert summary["metric"] == "loss"  # the first metric the script reports
 
