@@ -4,42 +4,29 @@ from __future__ import annotations
 
 import json
 
-EC2_TRUST = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "ec2.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-)
+
+def trust_policy(principal: dict[str, str], action: str,
+                 condition: dict[str, dict[str, str]] | None = None) -> str:
+    """A role's trust policy: who (`principal`) may assume it, how, under which condition."""
+    statement: dict[str, object] = {"Effect": "Allow", "Principal": principal, "Action": action}
+    if condition is not None:
+        statement["Condition"] = condition
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+
+
+EC2_TRUST = trust_policy({"Service": "ec2.amazonaws.com"}, "sts:AssumeRole")
 """Lets EC2 instances (nodes) assume a role."""
 
 
 def web_identity_trust(provider_arn: str, issuer: str, subject: str) -> str:
     """Only `subject` (one service account) may assume the role, through the cluster's OIDC."""
     issuer_host = issuer.removeprefix("https://")
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Federated": provider_arn},
-                    "Action": "sts:AssumeRoleWithWebIdentity",
-                    "Condition": {
-                        "StringEquals": {
-                            f"{issuer_host}:sub": subject,
-                            f"{issuer_host}:aud": "sts.amazonaws.com",
-                        }
-                    },
-                }
-            ],
+    return trust_policy({"Federated": provider_arn}, "sts:AssumeRoleWithWebIdentity", {
+        "StringEquals": {
+            f"{issuer_host}:sub": subject,
+            f"{issuer_host}:aud": "sts.amazonaws.com",
         }
-    )
+    })
 
 
 def bucket_read_write_policy(bucket_arn: str) -> str:
@@ -135,19 +122,8 @@ DESCRIBE_INSTANCES = "ec2:DescribeInstances"
 
 def fis_trust(account_id: str) -> str:
     """Only AWS FIS, acting for an experiment of this account, may assume the role."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": FIS_SERVICE},
-                    "Action": "sts:AssumeRole",
-                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
-                }
-            ],
-        }
-    )
+    return trust_policy({"Service": FIS_SERVICE}, "sts:AssumeRole",
+                        {"StringEquals": {"aws:SourceAccount": account_id}})
 
 
 def spot_interruption_policy(
