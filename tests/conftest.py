@@ -56,3 +56,19 @@ def one_netns_module_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+LONGEST_FIRST = ("tests/acceptance/", "tests/workloads/test_elastic_scripts.py",
+                 "tests/workloads/test_rl_lab.py", "tests/launch/test_bare_head.py")
+"""Files that take minutes: collected first, so that the two CI workers (pytest-xdist, one
+file at a time) start on them and fill in with short files, instead of one worker running a
+long file alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: each file's tests keep their order

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from invoke import Collection, Program
+from invoke import Collection, Program, Task
 
 import tasks
 
@@ -90,11 +90,17 @@ def run_invoke(argv: list[str]) -> tuple[int, str]:
     """`invoke ARGV` in this process with the project's task list; (exit code, output)."""
     program = Program(namespace=Collection.from_module(tasks), binary="invoke")
     output = io.StringIO()
-    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        try:
+    # invoke pops a flag's help from its task while it parses: give it back afterwards, as
+    # later tests (and later commands here) read the tasks' help
+    helps = {task: dict(task.help) for task in vars(tasks).values() if isinstance(task, Task)}
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             program.run(["invoke", *argv], exit=True)
-        except SystemExit as leaving:
-            return int(leaving.code or 0), output.getvalue()
+    except SystemExit as leaving:
+        return int(leaving.code or 0), output.getvalue()
+    finally:
+        for task, help_by_flag in helps.items():
+            task.help = help_by_flag
     return 0, output.getvalue()
 
 
