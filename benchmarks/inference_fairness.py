@@ -9,9 +9,10 @@ time: Python start-up, invoke, one HTTP request to the coordinator or the store'
 printed answer; median and worst of --cli-repeats); `--commands` measures only these. Then,
 per run, side by side: the measured cost per query of each job (worker-seconds), the rate
 spread (max/min of the jobs' query rates over the window, sampled every second after the
-first window while every job runs: median and worst), samples where a job was starved
-(rate 0), total throughput, lost / duplicated / mismatched queries (counted from the
-delivered answers' query ids against the labels and the model's own answers), and for the
+first window while every job runs: median and worst), samples left out (a job starved, rate
+0, or thin: too few sub-jobs in the window to know its rate within 5 %), total throughput,
+lost / duplicated / mismatched queries (counted from the delivered answers' query ids
+against the labels and the model's own answers), and for the
 failure run the total query rate's dip at the failures and the seconds until it is back
 within 5 % of its level.
 
@@ -75,6 +76,7 @@ def row(name: str, summary: dict[str, Any], seconds: float) -> dict[str, Any]:
     costs = {job: value["cost_per_query_s"] for job, value in jobs.items()}
     return {"run": name, "spread_median": spread["median"], "spread_max": spread["max"],
             "spread_samples": spread["samples"], "starved_samples": spread["starved"],
+            "thin_samples": spread["thin"],
             "cost_ratio": (max(costs.values()) / min(costs.values())
                            if costs and all(costs.values()) else None),
             "throughput_qps": summary["throughput_qps"],

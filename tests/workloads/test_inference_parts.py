@@ -237,6 +237,27 @@ def test_the_rate_dip_and_the_seconds_until_it_is_back_within_5_percent() -> Non
                     at=2.5)["recovered_s"] is None
 
 
+def test_the_rate_spread_leaves_out_stalls_but_not_an_unfair_share() -> None:
+    from workloads.inference.experiment import rate_spread
+    from workloads.inference.options import InferenceOptions
+
+    options = InferenceOptions(window_s=5.0, batch_size=100)  # 400 q/s = 20 sub-jobs per window
+
+    def sample(t: float, small: float, large: float) -> list[dict[str, object]]:
+        return [{"t": t, "job": job, "rate": rate, "state": "running"}
+                for job, rate in (("small", small), ("large", large))]
+
+    rows = [*sample(4.0, 100.0, 900.0),  # inside the first window: not counted
+            *sample(6.0, 2500.0, 2480.0), *sample(7.0, 3000.0, 2900.0),
+            *sample(8.0, 0.0, 60.0),  # a spot node gone: one job answered nothing
+            *sample(9.0, 20.0, 60.0),  # one and three sub-jobs in the window: rounding
+            *sample(10.0, 4000.0, 2000.0)]  # an unfair share, measured
+    measured = rate_spread(rows, options)
+    assert measured["samples"] == 3 and measured["starved"] == 1 and measured["thin"] == 1
+    assert measured["max"] == pytest.approx(2.0)
+    assert measured["median"] == pytest.approx(3000.0 / 2900.0)
+
+
 def test_the_summary_counts_a_planted_lost_and_duplicated_answer(tmp_path: object) -> None:
     """The experiment's exactly-once check on a store whose merged output lost query 1 and
     answered query 2 twice: both counted, beside what the service reported."""

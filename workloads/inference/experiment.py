@@ -33,6 +33,7 @@ from workloads.inference.stats import delivery, recovery, spread
 
 JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
 SAMPLE_EVERY_S = 1.0
+SPREAD_MIN_SUB_JOBS = 20
 RUN_TIMEOUT_S = 3600.0
 LATENCY_SAMPLE = 2000
 
@@ -190,13 +191,16 @@ def failure_recovery(samples: list[dict[str, Any]],
     return [{"t": at, **recovery(used, rates, at)} for at in moments]
 
 
-def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
-             samples: list[dict[str, Any]], failures: list[dict[str, Any]],
-             began: float) -> dict[str, Any]:
-    checks = {size: exactly_once(store, job, size) for size, job in final.items()
-              if job["state"] == "done"}
+def rate_spread(samples: list[dict[str, Any]], options: InferenceOptions) -> dict[str, Any]:
+    """max/min of the running jobs' query rates per sample, after the first window: median
+    and worst, with the samples left out because a job answered nothing (`starved`) or too
+    few sub-jobs for its rate to be known within 5 % (`thin`)."""
     spreads = []
-    starved = 0
+    starved = thin = 0
+    # a rate counts whole sub-jobs: from fewer than this many in the window its error is
+    # above 5 %, and the max/min of two such rates (a stall: a failure, a spot node gone)
+    # measures the rounding, not the sharing
+    fewest = SPREAD_MIN_SUB_JOBS * options.batch_size / options.window_s
     for t in sorted({row["t"] for row in samples}):
         rows = [row for row in samples if row["t"] == t]
         if t >= options.window_s and len(rows) == options.jobs and all(
@@ -204,17 +208,27 @@ def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
             value = spread([row["rate"] for row in rows])
             if value is None:
                 starved += 1  # a running job answered nothing in the window
+            elif min(row["rate"] for row in rows) < fewest:
+                thin += 1
             else:
                 spreads.append(value)
+    return {"max": max(spreads) if spreads else None,
+            "median": float(np.median(spreads)) if spreads else None,
+            "samples": len(spreads), "starved": starved, "thin": thin,
+            "min_sub_jobs": SPREAD_MIN_SUB_JOBS}
+
+
+def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
+             samples: list[dict[str, Any]], failures: list[dict[str, Any]],
+             began: float) -> dict[str, Any]:
+    checks = {size: exactly_once(store, job, size) for size, job in final.items()
+              if job["state"] == "done"}
     makespan = max((row["t"] for row in samples), default=time.time() - began)
     total = sum(job["processed"] for job in final.values())
     return {
         "policy": options.policy, "workers": options.workers, "jobs": options.jobs,
         "target": options.target,
-        "rate_spread_after_window": {
-            "max": max(spreads) if spreads else None,
-            "median": float(np.median(spreads)) if spreads else None,
-            "samples": len(spreads), "starved": starved},
+        "rate_spread_after_window": rate_spread(samples, options),
         "throughput_qps": total / makespan if makespan > 0 else None,
         "makespan_s": makespan,
         "jobs_final": {name: {key: job[key] for key in (
