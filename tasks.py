@@ -253,8 +253,10 @@ def test(c: Context, options: TestOptions) -> None:
         return
     c.run(f"{python} -m mypy", echo=True)
     # two workers, a test module on one (its module fixtures built once): most tests wait on
-    # processes (Ray nodes, labs) more than they compute; the slowest 30 listed for the budget
-    c.run(f"{python} -m pytest -n 2 --dist loadfile --durations=30", echo=True)
+    # processes (Ray nodes, labs) more than they compute; modules in collection order (the
+    # longest first: tests/conftest.py); the slowest 30 listed for the budget
+    c.run(f"{python} -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=30",
+          echo=True)
 
 
 # --- AWS account: preflight and leftovers (launch/account) ----------------------------------
