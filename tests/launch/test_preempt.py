@@ -1,6 +1,6 @@
 """Real interruptions on a stack through AWS FIS, against botocore's Stubber: every call is
-checked against the FIS API and against what the test expects: `invoke preempt` starts the
-pool's template once per instance, and every failure is one line naming its flag."""
+checked against the FIS API and against what the test expects. `invoke preempt` now, a
+run's schedule carried out at its times, and the records made of what happened."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,24 @@ from botocore.stub import ANY, Stubber
 
 from launch.preempt import (
     EXPERIMENT_TAG,
+    FisInterrupter,
+    NodeSeen,
     PreemptError,
     PreemptOptions,
+    StackSchedule,
+    Started,
     TemplateMissing,
+    describe_experiments,
     preempt,
+    schedule_points,
+    stack_preemption_records,
+    write_preemption_records,
 )
+from spotlab.capacity import SpotCapacity
+from spotlab.config import SpotLabConfig
 from stacks.outputs import SPOT_INTERRUPTION_TEMPLATES, StackOutputsError
 from tests.helpers.stack_outputs import dev_stack_outputs
+from vocab.preemptions import RECORD_FIELDS
 
 CPU_TEMPLATE = "spot-interruptions-spot-cpu-id"
 GPU_TEMPLATE = "spot-interruptions-spot-gpu-id"
@@ -101,6 +113,113 @@ def test_the_count_is_checked_before_anything_starts() -> None:
 
     with pytest.raises(OptionError, match="^--count: expected an integer"):
         PreemptOptions(count=0)
+
+
+# --- a schedule on a stack ------------------------------------------------------------------
+
+
+def test_an_explicit_schedule_gives_its_times_to_the_pools_in_turn() -> None:
+    config = SpotLabConfig(preemptions="at:90,5m,5m,10")
+    assert list(schedule_points(config, ["spot-cpu", "spot-gpu"])) == [
+        (10.0, "spot-cpu"), (90.0, "spot-gpu"), (300.0, "spot-cpu"), (300.0, "spot-gpu")]
+    assert list(schedule_points(SpotLabConfig(preemptions="none"), ["spot-cpu"])) == []
+    assert list(schedule_points(SpotLabConfig(alpha=1.0), ["spot-cpu"])) == []
+    with pytest.raises(PreemptError, match="no spot pool"):
+        next(schedule_points(config, []))
+
+
+def test_the_chain_interrupts_the_stack_when_it_preempts_the_lab() -> None:
+    config = SpotLabConfig(spot=2, alpha=0.5, refresh_s=0.1, seed=3)
+    points = schedule_points(config, ["spot-cpu", "spot-gpu"])
+    on_stack = [next(points) for _ in range(12)]
+    # the lab's clock steps the chain just as it passes each time
+    on_lab = SpotCapacity(config).interruptions_between(0.0, on_stack[-1][0] + 0.05)
+    assert [(i.t, ["spot-cpu", "spot-gpu"][i.slot or 0]) for i in on_lab] == on_stack
+
+
+def test_a_schedule_starts_one_experiment_at_each_time_and_records_misses(
+        fis: tuple[Any, Stubber]) -> None:
+    client, stubber = fis
+    expect_start(stubber, CPU_TEMPLATE, 1)
+    stubber.add_client_error("start_experiment", "ValidationException",
+                             "Target resolution failed: no running instance", 400,
+                             expected_params={"clientToken": ANY,
+                                              "experimentTemplateId": GPU_TEMPLATE,
+                                              "tags": {EXPERIMENT_TAG: ANY}})
+    expect_start(stubber, CPU_TEMPLATE, 3)
+    interrupter = FisInterrupter("dev", {"spot-cpu": CPU_TEMPLATE, "spot-gpu": GPU_TEMPLATE},
+                                 client)
+    schedule = StackSchedule(interrupter, schedule_points(
+        SpotLabConfig(preemptions="at:0.05,0.1,0.15"), ["spot-cpu", "spot-gpu"]))
+    schedule.start()
+    assert schedule.wait(30.0), "the schedule did not run out"
+    assert [s.experiment_id for s in schedule.started] == [experiment_id(1), experiment_id(3)]
+    assert [round(s.scheduled_at - schedule.start_at, 2) for s in schedule.started] == [0.05,
+                                                                                       0.15]
+    assert all(s.started_at >= s.scheduled_at for s in schedule.started)
+    (missed,) = schedule.missed
+    assert missed["pool"] == "spot-gpu" and "no running instance" in missed["error"]
+
+
+def test_a_stopped_schedule_starts_nothing_more(fis: tuple[Any, Stubber]) -> None:
+    client, _ = fis
+    schedule = StackSchedule(FisInterrupter("dev", {"spot-cpu": CPU_TEMPLATE}, client),
+                             schedule_points(SpotLabConfig(preemptions="at:1h"), ["spot-cpu"]))
+    with schedule:
+        pass
+    assert schedule.started == [] and schedule.missed == []
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+def at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def test_experiments_and_the_node_table_make_the_records(fis: tuple[Any, Stubber],
+                                                          tmp_path: Path) -> None:
+    client, stubber = fis
+    started = [Started("spot-cpu", CPU_TEMPLATE, experiment_id(1), 1000.0, 1000.4),
+               Started("spot-cpu", CPU_TEMPLATE, experiment_id(2), 1300.0, 1300.2),
+               Started("spot-gpu", GPU_TEMPLATE, experiment_id(3), 1600.0, 1600.1)]
+    for one, (status, action) in zip(started, [("completed", (1001.0, 1121.0)),
+                                              ("completed", (1301.0, 1421.0)),
+                                              ("failed", None)], strict=True):
+        actions = {} if action is None else {"interrupt": {
+            "actionId": "aws:ec2:send-spot-instance-interruptions",
+            "state": {"status": "completed"}, "startTime": at(action[0]),
+            "endTime": at(action[1])}}
+        stubber.add_response("get_experiment", {"experiment": {
+            "id": one.experiment_id, "state": {"status": status}, "actions": actions}},
+            {"id": one.experiment_id})
+        instance = f"arn:aws:ec2:us-east-1:123:instance/i-{one.experiment_id[-1]}"
+        targets = [] if action is None else [{
+            "resourceType": "aws:ec2:spot-instance", "targetName": "SpotInstances",
+            "targetInformation": {"arn": instance}}]
+        stubber.add_response("list_experiment_resolved_targets", {"resolvedTargets": targets},
+                             {"experimentId": one.experiment_id})
+    experiments = describe_experiments(client, started)
+    assert [e["instance_ids"] for e in experiments] == [["i-1"], ["i-2"], []]
+    assert experiments[0]["action_started_at"] == 1001.0 and experiments[2]["status"] == "failed"
+    nodes = [
+        NodeSeen("head", {}, 900.0, 900.0, is_head=True),
+        NodeSeen("w1", {"pool": "spot"}, 950.0, 950.0, drain_seen_at=1001.6, ended_at=1119.0),
+        NodeSeen("w2", {"pool": "spot"}, 950.0, 950.0),  # FIS missed this run's nodes
+        NodeSeen("w3", {"pool": "spot"}, 1050.0, 1050.0),  # w1's replacement
+    ]
+    rows = stack_preemption_records(experiments, nodes)
+    assert [tuple(row) for row in rows] == [RECORD_FIELDS] * 2  # the failed one: no notice
+    first, second = rows
+    assert first == {
+        "scheduled_at": 1000.0, "rebalance_at": 1001.0, "notice_at": 1001.0,
+        "drain_seen_at": 1001.6, "gone_at": 1119.0, "replacement_joined_at": 1050.0,
+        "cause": "notice", "node": "i-1", "ray_node_id": "w1", "pool": "spot-cpu",
+        "instance_id": "i-1"}
+    assert second["ray_node_id"] is None and second["gone_at"] == 1421.0  # FIS's end
+    path = write_preemption_records(tmp_path, rows)
+    assert path == tmp_path / "records" / "preemptions.jsonl"
+    assert [json.loads(line) for line in path.read_text().splitlines()] == rows
 
 
 # --- `invoke preempt` ends a failure in one line ----------------------------------------------
