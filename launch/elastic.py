@@ -105,7 +105,8 @@ def run_elastic(
     on_lab = not (target.address or target.stack)
     if options.preempt_at and not on_lab:
         show(f"elastic: --preempt-at {options.preempt_at} is carried out on the spot lab "
-             f"only; on {target.address or target.stack} the cloud preempts")
+             f"only; on {target.address or target.stack} the cloud preempts (on a stack, "
+             "--preemptions at:T,... interrupts through AWS FIS)")
         options = replace(options, preempt_at="")  # the run records what was applied
     lab_config = lab.config()
     if on_lab:

@@ -7,14 +7,15 @@
   lasts: the same interruption times the spot lab would use (vocab/preemptions.py; the lab's
   Markov chain, price trace or explicit times, spotlab/capacity.py), each one FIS start.
 - `RayNodeWatcher`: Ray's node table as the run's dashboard shows it (the lab's or, through
-  the port-forward, the stack's), polled while the run lasts: when each node joined, was
-  first listed draining, and ended.
-- `stack_preemption_records`: records/preemptions.jsonl rows (the fields of a lab's,
-  spotlab/report.py) from the experiments and the watched node table.
+  the port-forward, the stack's), polled while the run lasts: when each node joined and
+  ended, and whether Ray drained it for a preemption first.
+- `stack_preemption_records`: <out>/stack/preemptions.jsonl rows (the fields of a lab run's
+  spotlab/preemptions.jsonl, spotlab/report.py) from the experiments and the watched node
+  table; `stack_preemptions` does all of this around a run (launch/targets.py).
 
 FIS picks the instance itself, among the pool's running spot instances: a pool shared by
 several experiments' RayClusters may lose a node of another one. An experiment's interrupted
-node is the first node of the run's cluster that Ray lists draining (or ended) within the
+node is the first node of the run's cluster that Ray lists ended within the
 warning after the experiment's action started.
 """
 
@@ -27,6 +28,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +39,7 @@ from stacks.outputs import REGION, read_interruption_templates
 from vocab.errors import RunFailed, UserError
 from vocab.preemptions import (
     CAUSE_NOTICE,
+    NONE,
     PREEMPTION_RECORD,
     RECORD_FIELDS,
     preemption_record,
@@ -50,10 +53,14 @@ if TYPE_CHECKING:
 LOOKAHEAD_S = 60.0
 """How far ahead the schedule's next times are computed at a time."""
 WATCH_POLL_S = 2.0
+PREEMPTED_MESSAGE = "Terminated due to preemption"
+"""How Ray's state API begins the end of a node drained with reason PREEMPTION."""
 MATCH_SLACK_S = 30.0
 """Past the warning, how late a node's end still counts as the interruption's (Ray lists a
 node dead some seconds after it is gone)."""
 EXPERIMENT_TAG = "spotburst:run"
+STACK_RECORD = "stack"
+"""<out>/stack/: what a run's schedule did on a stack (its preemptions.jsonl and experiments)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,18 +298,24 @@ class NodeSeen:
     labels: dict[str, str]
     started_at: float | None
     first_seen_at: float
-    drain_seen_at: float | None = None
     ended_at: float | None = None
-    death_reason: str | None = None
-    death_message: str | None = None
+    state_message: str | None = None
+    """Ray's word on its end: "Terminated due to preemption: ..." after a drain with reason
+    PREEMPTION (the notice agent's), "Unexpected termination: ..." without one."""
     is_head: bool = False
+
+    @property
+    def drained_for_preemption(self) -> bool:
+        return (self.state_message or "").startswith(PREEMPTED_MESSAGE)
 
 
 @dataclass
 class RayNodeWatcher:
     """Polls `GET <dashboard>/api/v0/nodes?detail=1` (with the cluster's token) every
-    `poll_s` from a thread: each node's start, when Ray first lists it draining (its state
-    snapshot), and its end with Ray's reason."""
+    `poll_s` from a thread: each node's start, and its end with Ray's reason. Ray's state API
+    does not list a draining node as such (its columns leave the drain out): when the drain
+    began is the notice agent's record, not the node table's; the end says whether there
+    was one."""
 
     address: str
     token: str | None = None
@@ -336,15 +349,10 @@ class RayNodeWatcher:
             seen = self.nodes[node_id] = NodeSeen(
                 node_id, dict(info.get("labels") or {}), start_ms / 1000 if start_ms else None,
                 now, is_head=bool(info.get("is_head_node")))
-        snapshot = (info.get("state_snapshot") or {}).get("state")
-        if seen.drain_seen_at is None and snapshot == "DRAINING":
-            seen.drain_seen_at = now
         if info.get("state") == "DEAD" and seen.ended_at is None:
             end_ms = int(info.get("end_time_ms") or 0)
             seen.ended_at = end_ms / 1000 if end_ms else now
-            death = info.get("death_info") or {}
-            seen.death_reason = death.get("reason")
-            seen.death_message = death.get("reason_message")
+            seen.state_message = info.get("state_message")
 
     def start(self) -> RayNodeWatcher:
         def run() -> None:
@@ -374,13 +382,13 @@ class RayNodeWatcher:
 
 def stack_preemption_records(experiments: list[dict[str, Any]], nodes: Iterable[NodeSeen],
                              warning_s: float = SPOT_WARNING_S) -> list[dict[str, Any]]:
-    """records/preemptions.jsonl rows from the experiments (describe_experiments) and the
+    """stack/preemptions.jsonl rows from the experiments (describe_experiments) and the
     watched node table: one row per experiment that reached its action. Its node is the
-    first worker of the run's cluster that Ray lists draining, or that ended, within the
+    first worker of the run's cluster that Ray lists ended within the
     warning after the notice (none: FIS hit an instance without a node of this run); its
     replacement the first worker that joined after it, not already another's."""
     workers = sorted((n for n in nodes if not n.is_head),
-                     key=lambda n: n.drain_seen_at or n.ended_at or float("inf"))
+                     key=lambda n: n.ended_at or float("inf"))
     taken: set[str] = set()
     replacements: set[str] = set()
     rows = []
@@ -389,8 +397,8 @@ def stack_preemption_records(experiments: list[dict[str, Any]], nodes: Iterable[
         if notice is None:
             continue  # FIS never acted: no instance, no notice (see the run's missed list)
         window = notice + warning_s + MATCH_SLACK_S
-        node = next((n for n in workers if n.node_id not in taken and notice - 1.0 <= (
-            n.drain_seen_at or n.ended_at or float("inf")) <= window), None)
+        node = next((n for n in workers if n.node_id not in taken
+                     and notice - 1.0 <= (n.ended_at or float("inf")) <= window), None)
         replacement = None
         if node is not None:
             taken.add(node.node_id)
@@ -406,7 +414,7 @@ def stack_preemption_records(experiments: list[dict[str, Any]], nodes: Iterable[
             # FIS sends the rebalance recommendation with the notice
             rebalance_at=notice,
             notice_at=notice,
-            drain_seen_at=node.drain_seen_at if node else None,
+            drain_seen_at=None,  # not in Ray's node table (RayNodeWatcher)
             gone_at=(node.ended_at if node else None) or experiment.get("action_ended_at"),
             replacement_joined_at=replacement.started_at if replacement else None,
             cause=CAUSE_NOTICE,
@@ -418,12 +426,57 @@ def stack_preemption_records(experiments: list[dict[str, Any]], nodes: Iterable[
     return rows
 
 
-def write_preemption_records(folder: Path, rows: list[dict[str, Any]]) -> Path:
-    """<folder>/records/preemptions.jsonl, one row per line, every field present."""
+def write_preemption_records(folder: Path, rows: list[dict[str, Any]],
+                             also: dict[str, Any] | None = None) -> Path:
+    """<folder>/stack/preemptions.jsonl, one row per line, every field present (the fields of
+    a lab run's spotlab/preemptions.jsonl); `also` (the experiments, the missed starts) in
+    <folder>/stack/experiments.json."""
     for row in rows:
         if tuple(row) != RECORD_FIELDS:
             raise RunFailed(f"a preemption record with fields {sorted(row)} is not one")
-    path = folder / "records" / f"{PREEMPTION_RECORD}.jsonl"
+    path = folder / STACK_RECORD / f"{PREEMPTION_RECORD}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    if also is not None:
+        (path.parent / "experiments.json").write_text(json.dumps(also, indent=1,
+                                                                 sort_keys=True) + "\n")
     return path
+
+
+def scheduled(config: SpotLabConfig | None) -> bool:
+    """Whether a run's `--preemptions` asks a stack for interruptions: given, and not none
+    (not given, the cloud preempts as it will)."""
+    return config is not None and config.preemptions not in (None, NONE)
+
+
+@contextmanager
+def stack_preemptions(stack: str, config: SpotLabConfig | None, address: str,
+                      token: str | None, folder: Path, show: Callable[[str], None],
+                      outputs: dict[str, Any] | None = None, client: Any = None,
+                      poll_s: float = WATCH_POLL_S) -> Iterator[StackSchedule | None]:
+    """A run's `--preemptions` carried out on `stack` while the body runs (nothing without
+    one): one FIS experiment at each of the schedule's times after the start, Ray's node
+    table watched through `address` (the run's port-forwarded dashboard), then the records
+    in <folder>/stack/ made of what FIS did and Ray saw. Yields the running schedule."""
+    if not scheduled(config):
+        yield None
+        return
+    assert config is not None
+    interrupter = FisInterrupter.for_stack(stack, outputs, client=client)
+    interrupter.run_label = f"run-{folder.name}"
+    points = schedule_points(config, sorted(interrupter.templates))
+    show(f"preemptions: {config.preemptions} carried out on stack {stack!r} through AWS FIS "
+         f"(pools {', '.join(sorted(interrupter.templates))})")
+    watcher = RayNodeWatcher(address, token, poll_s=poll_s)
+    schedule = StackSchedule(interrupter, points)
+    try:
+        with watcher, schedule:
+            yield schedule
+    finally:
+        experiments = describe_experiments(interrupter.client, schedule.started)
+        rows = stack_preemption_records(experiments, watcher.nodes.values())
+        path = write_preemption_records(folder, rows, {
+            "schedule": config.preemptions, "experiments": experiments,
+            "missed": schedule.missed})
+        show(f"preemptions: {len(schedule.started)} FIS experiments started, "
+             f"{len(schedule.missed)} missed, {len(rows)} interruptions recorded in {path}")

@@ -141,7 +141,8 @@ def run_rl(
     check_env(options.env)
     run = workload_run("rl", "workloads.rl", RL_SPEC, options)
     local = not (target.address or target.stack)
-    config = rl_lab(options, lab) if local else None
+    # on a stack only its --preemptions schedule counts (carried out through AWS FIS)
+    config = rl_lab(options, lab) if local else lab.config()
     faults = None
     if local and isinstance(lab, RlLabOptions):
         faults = LabFaults(lab.preempt_every, lab.lose_learner_at)

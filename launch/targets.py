@@ -16,6 +16,7 @@ from typing import Any
 import procs
 from launch import pulumi_cli
 from launch.port_forward import port_forward, private_file, read_secret
+from launch.preempt import scheduled, stack_preemptions
 from launch.ray_jobs import ClusterUnreachable, run_job
 from launch.requirements import pinned_requirements
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
@@ -73,14 +74,19 @@ def run_workload(
 ) -> Path:
     """Run the workload on the chosen target; returns the local results folder. Without
     `--address`/`--stack`, a spot workload (`lab` given) runs on a new local spot lab, any
-    other in a Ray started here; `on_lab` is handed that lab once it is up (to preempt its
-    nodes while the job runs). A run that prints no progress for `stall_timeout_s` is
-    stopped (RunStalled)."""
+    other in a Ray started here; on a `--stack`, the lab's `--preemptions` schedule (when
+    given) is carried out through AWS FIS (launch/preempt.py); `on_lab` is handed that lab
+    once it is up (to preempt its nodes while the job runs). A run that prints no progress
+    for `stall_timeout_s` is stopped (RunStalled)."""
     if address and stack:
         raise TargetError("give --address or --stack, not both")
+    if address and scheduled(lab):
+        raise TargetError("--preemptions: carried out on the spot lab, or on a --stack through "
+                          "its AWS FIS templates; a cluster at --address has neither")
     local_out = fresh_results_folder(out, run.name)
     if stack:
-        with stack_remote(stack, run.name) as remote:
+        with stack_remote(stack, run.name) as remote, stack_preemptions(
+                stack, lab, remote.address, remote.token, local_out, show):
             run_remote(run, remote, local_out, show, stall_timeout_s)
     elif address:
         remote = Remote(address=address, label=f"address:{address}")

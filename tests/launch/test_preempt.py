@@ -30,6 +30,7 @@ from launch.preempt import (
     preempt,
     schedule_points,
     stack_preemption_records,
+    stack_preemptions,
     write_preemption_records,
 )
 from spotlab.capacity import SpotCapacity
@@ -170,6 +171,57 @@ def test_a_stopped_schedule_starts_nothing_more(fis: tuple[Any, Stubber]) -> Non
     assert schedule.started == [] and schedule.missed == []
 
 
+def test_a_runs_schedule_on_a_stack_starts_experiments_and_leaves_its_records(
+        fis: tuple[Any, Stubber], tmp_path: Path) -> None:
+    client, stubber = fis
+    outputs = dev_stack_outputs()
+    templates = outputs[SPOT_INTERRUPTION_TEMPLATES]
+    expect_start(stubber, templates["spot-cpu"], 1)
+    expect_start(stubber, templates["spot-gpu"], 2)
+    for n in (1, 2):
+        stubber.add_response("get_experiment", {"experiment": {
+            "id": experiment_id(n), "state": {"status": "running"}, "actions": {}}},
+            {"id": experiment_id(n)})
+        stubber.add_response("list_experiment_resolved_targets", {"resolvedTargets": []},
+                             {"experimentId": experiment_id(n)})
+    shown: list[str] = []
+    config = SpotLabConfig(preemptions="at:0.05,0.1")
+    # Ray's node table is watched on the lab (tests/spotlab/test_rebalance.py); here no
+    # dashboard answers, and the run goes on
+    with stack_preemptions("dev", config, "http://127.0.0.1:9", "token", tmp_path,
+                           shown.append, outputs=outputs, client=client,
+                           poll_s=0.05) as schedule:
+        assert schedule is not None and schedule.wait(30.0)
+    assert [s.pool for s in schedule.started] == ["spot-cpu", "spot-gpu"]
+    assert shown[0].startswith("preemptions: at:0.05,0.1 carried out on stack 'dev'")
+    assert (tmp_path / "stack" / "preemptions.jsonl").read_text() == ""  # FIS not acted yet
+    record = json.loads((tmp_path / "stack" / "experiments.json").read_text())
+    assert record["schedule"] == "at:0.05,0.1" and record["missed"] == []
+    assert [e["experiment_id"] for e in record["experiments"]] == [experiment_id(1),
+                                                                   experiment_id(2)]
+
+
+def test_without_a_schedule_a_stack_run_starts_nothing(tmp_path: Path) -> None:
+    for config in (None, SpotLabConfig(), SpotLabConfig(preemptions="none")):
+        with stack_preemptions("dev", config, "http://127.0.0.1:9", None, tmp_path,
+                               print) as schedule:
+            assert schedule is None
+    assert not (tmp_path / "stack").exists()
+
+
+def test_a_schedule_for_a_cluster_at_an_address_is_refused_before_anything_runs(
+        tmp_path: Path) -> None:
+    from launch.targets import TargetError, run_workload
+    from launch.workload import workload_run
+    from workloads.doll.options import DOLL_SPEC
+
+    run = workload_run("doll", "workloads.doll", DOLL_SPEC, DOLL_SPEC.default())
+    with pytest.raises(TargetError, match="^--preemptions: carried out on the spot lab"):
+        run_workload(run, address="http://127.0.0.1:9", out=tmp_path / "run",
+                     lab=SpotLabConfig(preemptions="at:10"))
+    assert not (tmp_path / "run").exists()
+
+
 # --- records ------------------------------------------------------------------------------
 
 
@@ -204,7 +256,8 @@ def test_experiments_and_the_node_table_make_the_records(fis: tuple[Any, Stubber
     assert experiments[0]["action_started_at"] == 1001.0 and experiments[2]["status"] == "failed"
     nodes = [
         NodeSeen("head", {}, 900.0, 900.0, is_head=True),
-        NodeSeen("w1", {"pool": "spot"}, 950.0, 950.0, drain_seen_at=1001.6, ended_at=1119.0),
+        NodeSeen("w1", {"pool": "spot"}, 950.0, 950.0, ended_at=1119.0,
+                 state_message="Terminated due to preemption: spot interruption"),
         NodeSeen("w2", {"pool": "spot"}, 950.0, 950.0),  # FIS missed this run's nodes
         NodeSeen("w3", {"pool": "spot"}, 1050.0, 1050.0),  # w1's replacement
     ]
@@ -213,12 +266,12 @@ def test_experiments_and_the_node_table_make_the_records(fis: tuple[Any, Stubber
     first, second = rows
     assert first == {
         "scheduled_at": 1000.0, "rebalance_at": 1001.0, "notice_at": 1001.0,
-        "drain_seen_at": 1001.6, "gone_at": 1119.0, "replacement_joined_at": 1050.0,
+        "drain_seen_at": None, "gone_at": 1119.0, "replacement_joined_at": 1050.0,
         "cause": "notice", "node": "i-1", "ray_node_id": "w1", "pool": "spot-cpu",
         "instance_id": "i-1"}
     assert second["ray_node_id"] is None and second["gone_at"] == 1421.0  # FIS's end
     path = write_preemption_records(tmp_path, rows)
-    assert path == tmp_path / "records" / "preemptions.jsonl"
+    assert path == tmp_path / "stack" / "preemptions.jsonl"
     assert [json.loads(line) for line in path.read_text().splitlines()] == rows
 
 
