@@ -76,7 +76,10 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
         for site in ("onprem", "cloud"):
             computed = sum(r["compute_cpu_s"] for r in records if r["site"] == site)
             assert run["site_cpu_s"][site] >= computed * 0.9
-            assert run["site_cpu_by_process_s"][site]
+            listed = run["site_cpu_by_process_s"][site]  # kinds of ≥ 0.05 s
+            assert sum(listed.values()) <= run["site_cpu_s"][site] + 0.05
+            if run["site_cpu_s"][site] >= 0.5:  # a run of a second: a site's 0.1 s may
+                assert listed                   # fall under 0.05 s in every kind
     aware = read_tasks(folder, "data-aware")
     assert any(r["site"] == "cloud" for r in aware), "the data-aware run never used the cloud"
     provenance = json.loads((folder / "provenance.json").read_text())
