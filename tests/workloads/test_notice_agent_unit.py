@@ -28,8 +28,10 @@ class FakeGcs:
     node: str | None = "aa11"
     drains: list[tuple[str, float, str]] = field(default_factory=list)
     down: bool = False
+    lookups: int = 0
 
     def find_node(self, node_ip: str | None, node_manager_port: int | None) -> str | None:
+        self.lookups += 1
         if self.down:
             raise ConnectionError("GCS unreachable")
         return self.node
@@ -58,6 +60,31 @@ def test_nothing_standing_drains_nothing(endpoint: NoticeEndpoint) -> None:
     made, records = agent(endpoint, gcs)
     made.step()
     assert gcs.drains == [] and records == []
+
+
+def test_before_any_notice_the_agent_finds_its_node_once_and_no_more(
+        endpoint: NoticeEndpoint) -> None:
+    """The connection to the GCS is made, and tried again each second until the node has
+    joined, before any notice: not in the seconds the notice leaves."""
+    now = [1_900_000_000.0]
+    gcs = FakeGcs(node=None, down=True)
+    made, records = agent(endpoint, gcs, clock=lambda: now[0])
+    made.step()
+    made.step()  # within the second: not tried again
+    assert gcs.lookups == 1 and not made.found_node and records == []  # quiet: not up yet
+    gcs.down, now[0] = False, now[0] + 1.0
+    made.step()  # up, the node not joined yet
+    now[0] += 1.0
+    gcs.node = "aa11"
+    made.step()
+    assert gcs.lookups == 3 and made.found_node
+    for _ in range(3):
+        now[0] += 1.0
+        made.step()
+    assert gcs.lookups == 3 and gcs.drains == []
+    endpoint.post_notice(now[0] + 6.0)
+    made.step()
+    assert [node for node, _, _ in gcs.drains] == ["aa11"]
 
 
 def test_the_notice_drains_the_node_once_with_the_budgets_deadline(

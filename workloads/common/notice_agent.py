@@ -45,6 +45,9 @@ from workloads.common.spot_notice import NoticeError, NoticeWatcher
 
 DRAIN_RPC_TIMEOUT_S = 5.0
 ERROR_REPEAT_S = 30.0
+WARM_UP_EVERY_S = 1.0
+"""Before any notice, how often the agent tries to reach the GCS and find its node until it
+has (its node may join after it starts)."""
 """The same error is recorded again after this long at the earliest (a GCS that is down)."""
 DEADLINE_TOLERANCE_S = 0.5
 CAUSE_NOTICE = "notice"
@@ -123,7 +126,12 @@ class NoticeAgent:
     rebalance_seen: float | None = None
     drained: dict[str, float] = field(default_factory=dict)
     """Ray node id -> the deadline it was drained with (epoch seconds)."""
+    found_node: bool = False
+    """Whether the GCS has answered with this node once: the connection (and Ray's import)
+    is warm, and a notice costs one lookup and one drain. Cold, they took seconds on a
+    loaded machine, all of it between the notice and the drain."""
     _errors: dict[str, float] = field(default_factory=dict)
+    _warm_up_at: float = float("-inf")
 
     def __post_init__(self) -> None:
         if self.node_ip is None and self.node_manager_port is None:
@@ -152,6 +160,13 @@ class NoticeAgent:
         elif recommendation is not None and self.drain_on_rebalance:
             self._drain(recommendation.time.timestamp() + self.budget.drain_timeout_s,
                         CAUSE_REBALANCE)
+        elif not self.found_node and now - self._warm_up_at >= WARM_UP_EVERY_S:
+            self._warm_up_at = now
+            try:
+                self.found_node = self.drainer.find_node(
+                    self.node_ip, self.node_manager_port) is not None
+            except Exception:  # noqa: BLE001 - the head not up yet: tried again later
+                pass
 
     def _drain(self, deadline: float, cause: str) -> None:
         try:
