@@ -168,6 +168,18 @@ def format_started(started: list[Started]) -> str:
     return "\n".join(lines)
 
 
+def _daemon(target: Callable[[], None], name: str) -> threading.Thread:
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _halt(stop: threading.Event, thread: threading.Thread | None) -> None:
+    stop.set()
+    if thread is not None:
+        thread.join(timeout=30)
+
+
 # --- a run's schedule on a stack ------------------------------------------------------------
 
 
@@ -220,14 +232,11 @@ class StackSchedule:
 
     def start(self, start_at: float | None = None) -> StackSchedule:
         self.start_at = self.clock() if start_at is None else start_at
-        self._thread = threading.Thread(target=self._run, name="stack-schedule", daemon=True)
-        self._thread.start()
+        self._thread = _daemon(self._run, "stack-schedule")
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        _halt(self._stop, self._thread)
 
     def wait(self, timeout_s: float) -> bool:
         """Until the schedule has run out (True) or `timeout_s` passed (False)."""
@@ -360,14 +369,11 @@ class RayNodeWatcher:
                 self.poll()
                 self._stop.wait(self.poll_s)
 
-        self._thread = threading.Thread(target=run, name="ray-node-watcher", daemon=True)
-        self._thread.start()
+        self._thread = _daemon(run, "ray-node-watcher")
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        _halt(self._stop, self._thread)
         self.poll()  # the last word: who ended meanwhile
 
     def __enter__(self) -> RayNodeWatcher:
