@@ -71,8 +71,9 @@ class SpotLabOptions:
     preemptions: str | None = option(
         None, "when spot nodes are interrupted: model (the Markov chain of --alpha/--refresh/"
               "--lab-seed, or the price trace of --trace/--bid), none, or at:T,T,... (times "
-              "after the start: 90, 90s, 5m, 1h; a time twice interrupts two nodes); on the "
-              "spot lab (not set: model)")
+              "after the start: 90, 90s, 5m, 1h; a time twice interrupts two nodes): on the "
+              "spot lab (not set: model), or on a --stack through its AWS FIS templates "
+              "(not set: only AWS interrupts)")
     rebalance_chance: float = option(_DEFAULTS.rebalance_chance,
                                      "chance that an interruption is preceded by a rebalance "
                                      "recommendation (0: none); the node group then starts a "
