@@ -45,10 +45,10 @@ from workloads.common.spot_notice import NoticeError, NoticeWatcher
 
 DRAIN_RPC_TIMEOUT_S = 5.0
 ERROR_REPEAT_S = 30.0
+"""The same error is recorded again after this long at the earliest (a GCS that is down)."""
 WARM_UP_EVERY_S = 1.0
 """Before any notice, how often the agent tries to reach the GCS and find its node until it
 has (its node may join after it starts)."""
-"""The same error is recorded again after this long at the earliest (a GCS that is down)."""
 DEADLINE_TOLERANCE_S = 0.5
 CAUSE_NOTICE = "notice"
 CAUSE_REBALANCE = "rebalance"
