@@ -2,7 +2,9 @@
 """examples/elastic/ray_train_mlp.py with the lines that make it lose no step at a spot
 notice: after each optimizer step it asks `checkpoint_due()`; when a notice came, it reports
 a checkpoint of that step through its own checkpoint code (the ranks then hold until Ray
-Train restarts them from it), and a restart resumes after the batch the checkpoint names.
+Train restarts them from it), and a restart resumes after the share of the epoch the
+checkpoint names (`at`, in epochs: the same batch at the same worker count, the same share
+of the epoch's data at another).
 
     invoke run-elastic -f examples/elastic/ray_train_mlp_spot.py --function train_func
 """
@@ -73,16 +75,15 @@ def train_func(config):
 
     model = build_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    start_epoch, start_batch = 0, 0
+    start_epoch, skip = 0, 0
     checkpoint = ray.train.get_checkpoint()
     if checkpoint:
         with checkpoint.as_directory() as folder:
             state = torch.load(os.path.join(folder, "checkpoint.pt"))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        start_epoch = state["epoch"] + 1
-        if "batch" in state:  # saved mid-epoch: resume after that batch
-            start_epoch, start_batch = state["epoch"], state["batch"]
+        done = state["at"] if "at" in state else state["epoch"] + 1  # epochs done
+        start_epoch, skip = divmod(round(done * len(train_loader)), len(train_loader))
     model = ray.train.torch.prepare_model(model)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -90,14 +91,14 @@ def train_func(config):
         if ray.train.get_context().get_world_size() > 1:
             train_loader.sampler.set_epoch(epoch)
         for batch, (points, labels) in enumerate(train_loader):
-            if epoch == start_epoch and batch < start_batch:
+            if epoch == start_epoch and batch < skip:
                 continue  # done before the restart
             loss = loss_fn(model(points), labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             if checkpoint_due():  # a spot notice: checkpoint this step now
-                save_and_report(model, optimizer, {}, epoch=epoch, batch=batch + 1)
+                save_and_report(model, optimizer, {}, at=epoch + (batch + 1) / len(train_loader))
         metrics = {"loss": loss.item(), "accuracy": evaluate(model, test_loader),
                    "epoch": epoch}
         save_and_report(model, optimizer, metrics, epoch=epoch)
