@@ -220,3 +220,69 @@ def test_unknown_jobs_and_nodes_are_ignored() -> None:
     policy = two_nodes()
     policy.finished("hpc", Job("never-started", MB), compute_ms=1000.0)
     assert policy.remove_node("nosuch") == []
+
+
+def warmed_pair() -> DataAwarePolicy:
+    """One-slot hpc (data local) and cloud nodes, both computing 1000 B/ms (1 MB/s); the cloud
+    learned 1 MB/s transfers."""
+    policy = two_nodes()
+    for node_id in ("hpc", "cloud"):
+        warm = Job(f"warm-{node_id}", 1 * MB)
+        policy.assign(warm, node_id)
+        if node_id == "cloud":
+            policy.next_transfer("cloud", now=0.0)
+            policy.transfer_done("cloud", warm, seconds=1.0)
+        policy.started(node_id, warm, now=0.0)
+        policy.finished(node_id, warm, compute_ms=1000.0)
+    return policy
+
+
+def test_an_idle_hpc_node_takes_the_last_job_queued_behind_slow_transfers() -> None:
+    policy = warmed_pair()
+    queued = [Job(f"q{i}", 2 * MB) for i in range(3)]
+    for job in queued:
+        policy.assign(job, "cloud")
+    assert policy.next_transfer("cloud", now=0.0) is queued[0]  # q0's data is moving
+    # cloud: q0 ready at 2 s, done 4; q1 ready 4, done 6; q2 ready 6, done 8.
+    # hpc (idle, data local) would finish any of them at 2: q2 gains most (6 s)
+    assert policy.take_over("hpc", now=0.0) == (queued[2], "cloud")
+    assert policy.nodes["hpc"].pending == [queued[2]]
+    assert "q2" in policy.nodes["hpc"].staged
+    assert policy.nodes["cloud"].pending == queued[:2]
+    # the hpc node has a job pending now: it takes nothing more until that one started
+    assert policy.take_over("hpc", now=0.0) is None
+
+
+def test_a_job_whose_data_moved_or_is_moving_stays_where_its_data_is() -> None:
+    policy = warmed_pair()
+    moving, staged = Job("moving", 2 * MB), Job("staged", 2 * MB)
+    policy.assign(staged, "cloud")
+    policy.next_transfer("cloud", now=0.0)
+    policy.transfer_done("cloud", staged, seconds=2.0)
+    policy.assign(moving, "cloud")
+    policy.next_transfer("cloud", now=0.0)
+    assert policy.nodes["cloud"].movable() == []
+    assert policy.take_over("hpc", now=0.0) is None
+
+
+def test_a_free_cloud_slot_takes_an_hpc_job_only_when_it_finishes_it_sooner() -> None:
+    policy = warmed_pair()
+    jobs = [Job(f"h{i}", 1 * MB) for i in range(3)]
+    for job in jobs:
+        policy.assign(job, "hpc")
+    # hpc: h0 done at 1, h1 at 2, h2 at 3; cloud: 1 s transfer + 1 s compute = 2: h2 gains 1 s
+    assert policy.take_over("cloud", now=0.0) == (jobs[2], "hpc")
+    assert policy.nodes["cloud"].in_flight() is jobs[2]  # its data must move first
+    alone = warmed_pair()
+    alone.assign(Job("only", 1 * MB), "hpc")  # done at 1 on hpc, at 2 in the cloud: stays
+    assert alone.take_over("cloud", now=0.0) is None
+
+
+def test_a_busy_node_takes_nothing_over() -> None:
+    policy = warmed_pair()
+    running = Job("r", 1 * MB)
+    policy.assign(running, "hpc")
+    policy.started("hpc", running, now=0.0)
+    for i in range(3):
+        policy.assign(Job(f"c{i}", 2 * MB), "cloud")
+    assert policy.take_over("hpc", now=0.0) is None

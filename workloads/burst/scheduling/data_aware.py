@@ -1,10 +1,12 @@
 """The data-aware streaming scheduler on stock Ray: a driver-side controller.
 
 Tasks are placed by `DataAwarePolicy` (learned speed, earliest finish, <= 5 pending per
-node). For every node the controller keeps one transfer running (a task holding the node's
-`transfer_slot`, pinned there) that moves the next pending task's data, and releases a
-compute task pinned to the node (NodeAffinitySchedulingStrategy) as soon as a slot is free
-and its data is there, so transfers overlap computation. A node whose task is lost (its worker
+node; once all are placed, a node with a free slot and nothing pending takes over a queued
+task that would finish sooner on it). For every node the controller keeps one transfer
+running (a task holding the node's `transfer_slot`, pinned there) that moves the next
+pending task's data, and releases a compute task pinned to the node
+(NodeAffinitySchedulingStrategy) as soon as a slot is free and its data is there, so
+transfers overlap computation. A node whose task is lost (its worker
 or node died) is dropped and its tasks are placed again on the others.
 """
 
@@ -69,6 +71,8 @@ class _Controller:
     def run(self) -> RunResult:
         while len(self.result.records) < len(self.specs):
             self._place()
+            if not self.unplaced:
+                self._take_over()
             for node_id in list(self.policy.nodes):
                 self._release(node_id)
             if not self.in_flight:
@@ -93,6 +97,17 @@ class _Controller:
             if node_id is None:
                 return
             self.policy.assign(self.unplaced.popleft(), node_id)
+
+    def _take_over(self) -> None:
+        for node_id in list(self.policy.nodes):
+            moved = self.policy.take_over(node_id, self._now())
+            if moved is None:
+                continue
+            job, source = moved
+            self.result.taken_over += 1
+            old, new = self.setup.nodes[source], self.setup.nodes[node_id]
+            self.say(f"[{self.result.scheduler}] {job.name} moves from {old.site} {old.ip} to "
+                     f"{new.site} {new.ip}: a free slot there finishes it sooner")
 
     def _pinned(self, node_id: str) -> NodeAffinitySchedulingStrategy:
         return NodeAffinitySchedulingStrategy(node_id, soft=False)

@@ -1,5 +1,9 @@
 """The data-aware placement policy, pure (no Ray): learned per-node speed, earliest-finish
-placement, a cap on tasks pending per node, one transfer at a time per node.
+placement, a cap on tasks pending per node, one transfer at a time per node, and at the tail
+(every task placed) a node left with a free slot and nothing pending takes over the pending
+task elsewhere that it would finish soonest before its node would: early placement commits
+up to MAX_PENDING tasks per node on estimates, and the last ones are where a wrong estimate
+leaves one site idle while the other still has a queue.
 
 Speed learning (the reference): after each task, total_c = 0.2*total_c + c,
 total_d = 0.2*total_d + compute_ms, speed = total_c / total_d (bytes per ms; transfer time
@@ -62,8 +66,17 @@ class NodeModel:
         return 0.0 if rate is None or not self.needs_transfer else job.complexity / rate
 
     def estimated_finish(self, job: Job, now: float) -> float:
-        """When `job` would finish here if assigned now, after everything already here:
-        slots free up as running jobs end; data arrives one transfer after another."""
+        """When `job` would finish here if assigned now, after everything already here."""
+        return self._finishes([*self.pending, job], now)[-1]
+
+    def queued_finishes(self, now: float) -> dict[str, float]:
+        """When each pending job would finish here, in the order they are queued."""
+        return dict(zip((job.name for job in self.pending),
+                        self._finishes(self.pending, now), strict=True))
+
+    def _finishes(self, queue: list[Job], now: float) -> list[float]:
+        """Finish times of `queue` run in order: slots free up as running jobs end; data
+        arrives one transfer after another."""
         free = sorted(
             max(now, start + self.seconds_for(running)) for start, running in self.running.values()
         )
@@ -72,8 +85,8 @@ class NodeModel:
         transfer_free = now
         if in_flight is not None and self.transfer_started is not None:
             transfer_free = max(now, self.transfer_started + self.transfer_seconds(in_flight))
-        finish = now
-        for queued in [*self.pending, job]:
+        finishes = []
+        for queued in queue:
             if queued.name in self.staged:
                 ready = now
             elif queued is in_flight and self.transfer_started is not None:
@@ -82,9 +95,17 @@ class NodeModel:
                 transfer_free += self.transfer_seconds(queued)
                 ready = transfer_free
             free.sort()
-            finish = max(free[0], ready) + self.seconds_for(queued)
-            free[0] = finish
-        return finish
+            free[0] = max(free[0], ready) + self.seconds_for(queued)
+            finishes.append(free[0])
+        return finishes
+
+    def movable(self) -> list[Job]:
+        """Pending jobs another node may take over: not those whose data was moved (or is
+        moving) here — that transfer would be wasted."""
+        if not self.needs_transfer:
+            return list(self.pending)
+        moving = self.in_flight() if self.transfer_started is not None else None
+        return [job for job in self.pending if job.name not in self.staged and job is not moving]
 
     def in_flight(self) -> Job | None:
         """The first pending job whose data is not yet here: the one moving (or next to)."""
@@ -116,6 +137,31 @@ class DataAwarePolicy:
         node.pending.append(job)
         if not node.needs_transfer:
             node.staged.add(job.name)
+
+    def take_over(self, node_id: str, now: float) -> tuple[Job, str] | None:
+        """For a node with a free slot and nothing pending (call once every job is placed):
+        the movable pending job elsewhere that would finish earliest before where it is now,
+        moved here; returns it and the node it left, or None when no move finishes a job
+        sooner."""
+        thief = self.nodes[node_id]
+        if thief.pending or len(thief.running) >= thief.slots:
+            return None
+        best: tuple[float, NodeModel, Job] | None = None
+        for victim in self.nodes.values():
+            if victim is thief:
+                continue
+            finishes = victim.queued_finishes(now)
+            for job in victim.movable():
+                gain = finishes[job.name] - thief.estimated_finish(job, now)
+                if gain > 0 and (best is None or gain > best[0]):
+                    best = (gain, victim, job)
+        if best is None:
+            return None
+        _, victim, job = best
+        victim.pending.remove(job)
+        victim.staged.discard(job.name)
+        self.assign(job, node_id)
+        return job, victim.node_id
 
     def next_transfer(self, node_id: str, now: float) -> Job | None:
         """The next pending job whose data must move to the node, if no transfer runs there
