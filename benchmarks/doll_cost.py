@@ -5,10 +5,14 @@ side by side (one fleet each).
 Prints, per trace and policy: the measured cost ratio to on-demand (mean, sd, min–max over
 seeds), the ratio the allocation held predicts, the paper's continuous bound, the deadline
 probability the policy predicted, the fraction of seeds that met the deadline, the mean
-finish/deadline and the lowest accuracy, then its targets (`targets`); exits 1 when one is
-missed. Writes rows.json, table.md (with how it was made: command, cores, load, date,
-commit), provenance.json and cost_vs_finish.png (cost ratio vs finish/deadline, one point
-per run) to --out.
+finish/deadline and the lowest accuracy; then what the preemptions cost in time, side by
+side with the run without them (`preemption_table`: the same seed's on-demand run): finish
+without and with, their ratio, the bound (the run without plus the stream time the whole
+fleet needs to bring in the points the outages dropped, `stream_lost_fleet_s`, as a ratio),
+and where the extra time went (that lost stream, the rest); then its targets (`targets`);
+exits 1 when one is missed. Writes rows.json, table.md (with how it was made: command,
+cores, load, date, commit), provenance.json and cost_vs_finish.png (cost ratio vs
+finish/deadline, one point per run) to --out.
 
     python -m benchmarks.doll_cost [--seeds 0-9] [--policy ...] [--out DIR]
 """
@@ -143,6 +147,41 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
     return "\n".join(lines)
 
 
+def preemption_table(rows: list[dict[str, Any]], base: DollOptions) -> str:
+    """Per trace and spot policy, means over the seeds whose on-demand run is there: finish
+    without preemptions (that run) and with, their ratio, the bound and where the extra time
+    went. A preempted worker's stream stops (fallback hands it to a stand-in, so nothing is
+    dropped): the points it would have brought are the capacity the preemption removed."""
+    lines = [
+        "What the preemptions cost in time (s; without: the same seed's on-demand run; bound: "
+        "without + the stream time the fleet needs for the points outages dropped):",
+        "",
+        "| trace | policy | preemptions | without s | with s | ratio | bound | /bound "
+        "| extra s | lost stream s | other s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for product, price in TRACES:
+        without = {r["seed"]: r["finish_s"] for r in rows
+                   if r["product"] == product and r["policy"] == "on-demand"}
+        for policy in base.policies:
+            mine = [r for r in rows if r["product"] == product and r["policy"] == policy
+                    and r["seed"] in without and r.get("stream_lost_fleet_s") is not None]
+            if policy == "on-demand" or not mine:
+                continue
+            base_s = statistics.mean(without[r["seed"]] for r in mine)
+            with_s = statistics.mean(r["finish_s"] for r in mine)
+            lost_s = statistics.mean(r["stream_lost_fleet_s"] for r in mine)
+            bound = (base_s + lost_s) / base_s
+            lines.append(
+                f"| {product.split()[0]} ${price} | {policy} "
+                f"| {statistics.mean(r['preemptions'] for r in mine):.1f} | {base_s:.1f} "
+                f"| {with_s:.1f} | {with_s / base_s:.3f} | {bound:.3f} "
+                f"| {with_s / base_s / bound:.3f} | {with_s - base_s:.1f} | {lost_s:.1f} "
+                f"| {with_s - base_s - lost_s:.1f} |"
+            )
+    return "\n".join(lines)
+
+
 ADAPTIVE_WITHIN = 0.05
 """adaptive's mean cost ratio is within this of adaptive-paper's (DOLL's own policy)."""
 
@@ -273,7 +312,8 @@ def main() -> int:
         print(f"wall time {time.monotonic() - started:.0f} s")
     checked = targets(rows)
     made = machine()
-    text = "\n\n".join([header(made), table(rows, base, seeds), targets_text(checked)])
+    text = "\n\n".join([header(made), table(rows, base, seeds), preemption_table(rows, base),
+                         targets_text(checked)])
     print(text)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
     (args.out / "table.md").write_text(text + "\n\n" + plans + "\n")

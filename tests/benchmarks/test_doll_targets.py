@@ -40,3 +40,24 @@ def test_each_broken_promise_is_a_missed_target_and_a_failing_exit_code() -> Non
     assert missed == ["SUSE $0.286 fallback deadlines met",
                       "Linux/UNIX $0.186 static: deadlines met"]
     assert exit_code(targets(rows)) == 1
+
+
+def test_the_preemption_table_sets_each_policy_beside_the_same_seeds_run_without() -> None:
+    from benchmarks.doll_cost import preemption_table
+    from workloads.doll.options import DollOptions
+
+    def finished(policy: str, seed: int, finish: float, lost: float | None,
+                 preemptions: int = 0) -> dict[str, Any]:
+        return {"product": "SUSE Linux", "policy": policy, "seed": seed, "finish_s": finish,
+                "stream_lost_fleet_s": lost, "preemptions": preemptions}
+
+    rows = [finished("on-demand", 0, 50.0, 0.0), finished("on-demand", 1, 52.0, 0.0),
+            finished("static", 0, 53.0, 2.0, 10), finished("static", 1, 55.0, 2.0, 12),
+            finished("static", 2, 90.0, 2.0, 30),  # no run without for seed 2: left out
+            finished("fallback", 0, 50.5, None)]  # not counted (a worker lost): left out
+    text = preemption_table(rows, DollOptions(policies=("on-demand", "static", "fallback")))
+    [static] = [line for line in text.splitlines() if "| static |" in line]
+    # without 51, with 54, ratio 54/51; bound (51 + 2)/51; extra 3 = 2 lost + 1 other
+    assert static == ("| SUSE $0.286 | static | 11.0 | 51.0 | 54.0 | 1.059 | 1.039 | 1.019 "
+                      "| 3.0 | 2.0 | 1.0 |")
+    assert "fallback" not in text.split("|---|")[-1] and "| on-demand |" not in text

@@ -75,6 +75,10 @@ def test_three_policies_write_summary_records_and_figures(servers: Servers, tmp_
     assert on_demand["stream_lost_s"] == 0.0
     # a preempted static worker drops what arrives in its outage (the paper's model)
     assert static["preemptions"] > 0 and static["stream_lost_s"] > 0
+    # the fleet's stream time for those points: each lost second at its worker's rate
+    rates = SMALL.worker_rates()
+    assert min(rates) / sum(rates) <= static["stream_lost_fleet_s"] / static["stream_lost_s"] \
+        <= max(rates) / sum(rates)
     work = SMALL.batches * SMALL.batch_size
     # the chance constraint: P(met) is 0.996 with 1 spot worker, 0.82 with 2; the paper's
     # formula takes 3 (P = 0.46)

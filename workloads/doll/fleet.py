@@ -142,15 +142,18 @@ class Fleet:
             answers.append(answer.result() if ok and answer is not None else None)
         return answers
 
-    async def stream_lost_s(self, timeout_s: float = 5.0) -> float | None:
-        """Stream seconds dropped by outages, summed over the slots' current actors; None
-        when one does not answer in time (dead)."""
+    async def stream_lost(self, timeout_s: float = 5.0) -> tuple[float, float] | None:
+        """Stream seconds dropped by outages, summed over the slots' current actors, and the
+        points they held (each slot's seconds at its rate); None when one does not answer in
+        time (dead)."""
         asked = asyncio.gather(*(slot.actor.stream_lost_s.remote() for slot in self.slots))
         try:
             counts = await asyncio.wait_for(asked, timeout_s)
         except (TimeoutError, ray.exceptions.RayActorError):
             return None
-        return float(sum(counts))
+        return (float(sum(counts)),
+                float(sum(slot.rate * lost for slot, lost in zip(self.slots, counts,
+                                                                  strict=True))))
 
     def shutdown(self) -> None:
         for actor in [*self.actors(), *self.spares]:

@@ -388,6 +388,7 @@ class PolicyRun:
         counted = config.preemption == "markov" and not any(
             event["event"] == "lost" for event in self.events
         )
+        lost = await self.fleet.stream_lost() if counted else None
         summary = {
             "cost": self.meter.cost,
             "cost_bound": None
@@ -397,7 +398,10 @@ class PolicyRun:
             ),
             "deadline_probability": self._reported_probability(),
             "stand_in_s": self.meter.on_demand_s if self.policy == "fallback" else None,
-            "stream_lost_s": await self.fleet.stream_lost_s() if counted else None,
+            "stream_lost_s": None if lost is None else lost[0],
+            # the run's capacity the outages removed: the stream time the whole fleet needs
+            # to bring in the points they dropped
+            "stream_lost_fleet_s": None if lost is None else lost[1] / sum(self.rates),
             "cost_expected": self._expected_ratio(finish_s),
             "theta0_s": self.theta0_s,
             "deadline_s": self.deadline_s,
