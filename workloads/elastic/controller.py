@@ -161,6 +161,11 @@ class RunRecorder(WorkerGroupCallback, ControllerCallback, ReportCallback):  # t
             pass
         return {}
 
+    def after_worker_group_shutdown(self, worker_group_context: Any) -> None:
+        # a restart's first part: the old group's workers stopped and killed, its placement
+        # group removed (the next group's placement and start follow)
+        self._tell("controller", {"state": "GROUP_SHUT_DOWN"})
+
     def after_report(self, training_report: Any, metrics: list[dict[str, Any]]) -> None:
         checkpoint = training_report.checkpoint
         self._tell("committed", str(checkpoint.path) if checkpoint is not None else None,
