@@ -253,15 +253,31 @@ def test_an_idle_hpc_node_takes_the_last_job_queued_behind_slow_transfers() -> N
     assert policy.take_over("hpc", now=0.0) is None
 
 
-def test_a_job_whose_data_moved_or_is_moving_stays_where_its_data_is() -> None:
+def test_the_job_whose_data_is_moving_may_go_and_its_transfer_then_stages_nothing() -> None:
     policy = warmed_pair()
-    moving, staged = Job("moving", 2 * MB), Job("staged", 2 * MB)
+    last = Job("last", 4 * MB)
+    policy.assign(last, "cloud")
+    assert policy.next_transfer("cloud", now=0.0) is last
+    # cloud: data there at 4 s, done at 8; hpc: done at 4
+    assert policy.take_over("hpc", now=0.0) == (last, "cloud")
+    cloud = policy.nodes["cloud"]
+    assert cloud.pending == [] and cloud.moving is last
+    # the link stays busy until that transfer ends: a new job for the cloud waits for it
+    assert cloud.estimated_finish(Job("next", 1 * MB), now=0.0) == pytest.approx(4 + 1 + 1)
+    assert policy.next_transfer("cloud", now=1.0) is None
+    assert policy.transfer_done("cloud", last, seconds=4.0) is False
+    assert "last" not in cloud.staged and cloud.moving is None
+    assert policy.next_compute("cloud") is None
+    assert policy.next_compute("hpc") is last
+
+
+def test_a_staged_job_stays_where_its_data_is_unless_moving_it_finishes_it_sooner() -> None:
+    policy = warmed_pair()
+    staged = Job("staged", 2 * MB)
     policy.assign(staged, "cloud")
     policy.next_transfer("cloud", now=0.0)
-    policy.transfer_done("cloud", staged, seconds=2.0)
-    policy.assign(moving, "cloud")
-    policy.next_transfer("cloud", now=0.0)
-    assert policy.nodes["cloud"].movable() == []
+    assert policy.transfer_done("cloud", staged, seconds=2.0) is True
+    # the cloud computes it now, done at 2; hpc would be done at 2 as well: no gain
     assert policy.take_over("hpc", now=0.0) is None
 
 
@@ -272,7 +288,7 @@ def test_a_free_cloud_slot_takes_an_hpc_job_only_when_it_finishes_it_sooner() ->
         policy.assign(job, "hpc")
     # hpc: h0 done at 1, h1 at 2, h2 at 3; cloud: 1 s transfer + 1 s compute = 2: h2 gains 1 s
     assert policy.take_over("cloud", now=0.0) == (jobs[2], "hpc")
-    assert policy.nodes["cloud"].in_flight() is jobs[2]  # its data must move first
+    assert policy.nodes["cloud"].next_to_move() is jobs[2]  # its data must move first
     alone = warmed_pair()
     alone.assign(Job("only", 1 * MB), "hpc")  # done at 1 on hpc, at 2 in the cloud: stays
     assert alone.take_over("cloud", now=0.0) is None

@@ -23,6 +23,7 @@ class RunResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     retried: int = 0
     taken_over: int = 0  # tasks a node with a free slot took from another's queue at the tail
+    taken_over_bytes_moved: int = 0  # bytes that crossed the link for those, in vain
     lost_nodes: list[str] = field(default_factory=list)
     finished: float = 0.0
     scheduler_cpu_s: float | None = None  # the driver's CPU while the run ran

@@ -105,6 +105,9 @@ class _Controller:
                 continue
             job, source = moved
             self.result.taken_over += 1
+            staged = self.transfers.pop(job.name, None)  # its data had reached `source`
+            if staged is not None:
+                self.result.taken_over_bytes_moved += staged.get("bytes_moved", 0)
             old, new = self.setup.nodes[source], self.setup.nodes[node_id]
             self.say(f"[{self.result.scheduler}] {job.name} moves from {old.site} {old.ip} to "
                      f"{new.site} {new.ip}: a free slot there finishes it sooner")
@@ -143,10 +146,11 @@ class _Controller:
             self._drop_node(flight, error)
             return
         if flight.kind == "transfer":
-            self.transfers[flight.job.name] = raw
-            self.policy.transfer_done(
-                flight.node_id, flight.job, raw["transfer_end"] - raw["transfer_start"]
-            )
+            seconds = raw["transfer_end"] - raw["transfer_start"]
+            if self.policy.transfer_done(flight.node_id, flight.job, seconds):
+                self.transfers[flight.job.name] = raw
+            else:  # the job was taken over while its data moved here
+                self.result.taken_over_bytes_moved += raw.get("bytes_moved", 0)
             return
         self.policy.finished(
             flight.node_id, flight.job, (raw["compute_end"] - raw["compute_start"]) * 1000.0

@@ -55,7 +55,8 @@ class NodeModel:
     running: dict[str, tuple[float, Job]] = field(default_factory=dict)  # name -> (start, job)
     pending: list[Job] = field(default_factory=list)  # assigned, not yet computing, in order
     staged: set[str] = field(default_factory=set)  # pending jobs whose data is on the node
-    transfer_started: float | None = None  # the transfer in flight, if any
+    moving: Job | None = None  # the job whose data is crossing the link now, if any
+    transfer_started: float | None = None  # when that transfer began
 
     def seconds_for(self, job: Job) -> float:
         speed = self.speed.value or INITIAL_SPEED
@@ -81,15 +82,14 @@ class NodeModel:
             max(now, start + self.seconds_for(running)) for start, running in self.running.values()
         )
         free += [now] * max(0, self.slots - len(free))
-        in_flight = self.in_flight()
-        transfer_free = now
-        if in_flight is not None and self.transfer_started is not None:
-            transfer_free = max(now, self.transfer_started + self.transfer_seconds(in_flight))
+        transfer_free = now  # the link is busy until the transfer now moving ends
+        if self.moving is not None and self.transfer_started is not None:
+            transfer_free = max(now, self.transfer_started + self.transfer_seconds(self.moving))
         finishes = []
         for queued in queue:
             if queued.name in self.staged:
                 ready = now
-            elif queued is in_flight and self.transfer_started is not None:
+            elif queued is self.moving:
                 ready = transfer_free
             else:
                 transfer_free += self.transfer_seconds(queued)
@@ -99,17 +99,10 @@ class NodeModel:
             finishes.append(free[0])
         return finishes
 
-    def movable(self) -> list[Job]:
-        """Pending jobs another node may take over: not those whose data was moved (or is
-        moving) here — that transfer would be wasted."""
-        if not self.needs_transfer:
-            return list(self.pending)
-        moving = self.in_flight() if self.transfer_started is not None else None
-        return [job for job in self.pending if job.name not in self.staged and job is not moving]
-
-    def in_flight(self) -> Job | None:
-        """The first pending job whose data is not yet here: the one moving (or next to)."""
-        return next((p for p in self.pending if p.name not in self.staged), None)
+    def next_to_move(self) -> Job | None:
+        """The first pending job whose data is neither here nor moving here."""
+        return next((p for p in self.pending if p.name not in self.staged
+                     and p is not self.moving), None)
 
 
 class DataAwarePolicy:
@@ -140,9 +133,10 @@ class DataAwarePolicy:
 
     def take_over(self, node_id: str, now: float) -> tuple[Job, str] | None:
         """For a node with a free slot and nothing pending (call once every job is placed):
-        the movable pending job elsewhere that would finish earliest before where it is now,
-        moved here; returns it and the node it left, or None when no move finishes a job
-        sooner."""
+        the pending job elsewhere that would finish earliest before where it is now, moved
+        here; returns it and the node it left, or None when no move finishes a job sooner.
+        A job whose data is moving to its node may go too: the estimate counts the link as
+        busy until that transfer ends, and the transfer, when done, stages nothing."""
         thief = self.nodes[node_id]
         if thief.pending or len(thief.running) >= thief.slots:
             return None
@@ -151,7 +145,7 @@ class DataAwarePolicy:
             if victim is thief:
                 continue
             finishes = victim.queued_finishes(now)
-            for job in victim.movable():
+            for job in victim.pending:
                 gain = finishes[job.name] - thief.estimated_finish(job, now)
                 if gain > 0 and (best is None or gain > best[0]):
                     best = (gain, victim, job)
@@ -165,21 +159,26 @@ class DataAwarePolicy:
 
     def next_transfer(self, node_id: str, now: float) -> Job | None:
         """The next pending job whose data must move to the node, if no transfer runs there
-        now; marks it in flight."""
+        now; marks it moving."""
         node = self.nodes[node_id]
-        if node.transfer_started is not None:
+        if node.moving is not None:
             return None
-        job = node.in_flight()
+        job = node.next_to_move()
         if job is not None:
-            node.transfer_started = now
+            node.moving, node.transfer_started = job, now
         return job
 
-    def transfer_done(self, node_id: str, job: Job, seconds: float) -> None:
+    def transfer_done(self, node_id: str, job: Job, seconds: float) -> bool:
+        """The job's data is on the node; False when another node took the job over
+        meanwhile (the transfer is wasted: nothing is staged)."""
         node = self.nodes[node_id]
-        node.transfer_started = None
-        node.staged.add(job.name)
+        node.moving = node.transfer_started = None
         if seconds > 0:
             node.transfer_rate.observe(job.complexity, seconds)
+        if job not in node.pending:
+            return False
+        node.staged.add(job.name)
+        return True
 
     def next_compute(self, node_id: str) -> Job | None:
         """The first pending job with its data on the node, if the node has a free slot."""
