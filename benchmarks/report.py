@@ -33,12 +33,26 @@ class Target:
         return f"{verdict:6} {self.name}: {self.measured:.3f} (target {sign} {self.limit:.3g})"
 
 
+def relative_command(command: str) -> str:
+    """The command with every absolute path under the current folder (the project) shown
+    relative to it, as a reader would type it from a checkout of their own."""
+    here = os.getcwd()
+
+    def shown(arg: str) -> str:
+        flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if os.path.isabs(value) and os.path.commonpath([here, value]) == here:
+            value = os.path.relpath(value, here)
+        return f"{flag}{equals}{value}"
+
+    return shlex.join(shown(arg) for arg in shlex.split(command))
+
+
 def machine() -> dict[str, Any]:
     """The command line, cores, load averages (1/5/15 min), date and commit of this run."""
     return {
-        "command": shlex.join(["python", "-m", sys.modules["__main__"].__spec__.name
-                               if sys.modules["__main__"].__spec__ else sys.argv[0],
-                               *sys.argv[1:]]),
+        "command": relative_command(shlex.join(
+            ["python", "-m", sys.modules["__main__"].__spec__.name
+             if sys.modules["__main__"].__spec__ else sys.argv[0], *sys.argv[1:]])),
         "cores": os.cpu_count(),
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
@@ -48,8 +62,8 @@ def machine() -> dict[str, Any]:
 
 def header(made: dict[str, Any]) -> str:
     load = " / ".join(f"{value:g}" for value in made["load_average"])
-    return (f"`{made['command']}` on {made['cores']} cores (load average {load} at the end), "
-            f"{made['date']}, commit {made['commit']}")
+    return (f"`{relative_command(made['command'])}` on {made['cores']} cores "
+            f"(load average {load} at the end), {made['date']}, commit {made['commit']}")
 
 
 def targets_text(targets: list[Target]) -> str:
