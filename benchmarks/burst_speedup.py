@@ -34,7 +34,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import Target, exit_code, header, machine, targets_text
+from benchmarks.report import (
+    Target,
+    exit_code,
+    header,
+    machine,
+    relative_command,
+    targets_text,
+)
 from launch.burst import run_burst
 from workloads.burst.options import BurstOptions
 
@@ -357,6 +364,7 @@ def main() -> int:
     made = machine()
     if args.table_only and (out / "table.json").is_file():  # how the numbers were made
         made = json.loads((out / "table.json").read_text())["made"]
+        made["command"] = relative_command(made["command"])
     (out / "table.json").write_text(json.dumps(
         {"made": made, "cases": table, "targets": [
             {"name": t.name, "measured": t.measured, "limit": t.limit, "met": t.met}
