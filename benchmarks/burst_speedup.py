@@ -264,7 +264,7 @@ def draw(table: list[dict[str, Any]], path: Path) -> Path:
     their targets; a repeat in which data-aware was slower is drawn red."""
     from workloads.common.figures import plt, save_figure
 
-    labels = [f"{c['workload']}\n{c['bandwidth_mbit']:g} Mbit/s" for c in table]
+    labels = [f"{c['workload']} {c['bandwidth_mbit']:g} Mbit/s" for c in table]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     panels = (("speedup", "speedup (default / data-aware)", 1.0),
               ("aware_over_bound", "data-aware makespan / lower bound", WITHIN),
@@ -278,7 +278,7 @@ def draw(table: list[dict[str, Any]], path: Path) -> Path:
             if values:
                 ax.hlines(median(values), x - 0.3, x + 0.3, color="black")
         ax.axhline(target, color="tab:green", linestyle="--", label=f"target {target:g}")
-        ax.set_xticks(range(len(table)), labels, fontsize=8)
+        ax.set_xticks(range(len(table)), labels, fontsize=8, rotation=35, ha="right")
         ax.set(title=title)
         ax.legend(fontsize=8)
     figure.suptitle("burst benchmark: each repeat (red: data-aware slower than default), "
