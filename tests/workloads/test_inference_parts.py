@@ -304,6 +304,12 @@ def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
     assert not all(met for _, met in verdicts([], {}, [("job-start j", 0.3, 0.4, 0, 2)]))
     fcfs = {**fair, "run": "2 jobs fcfs", "spread_max": None}  # no spread target for fcfs
     assert all(met for _, met in verdicts([fcfs], {}, []))
+    failed = {**fair, "run": "2 jobs fair, 2 workers + coordinator killed",
+              "workers_killed": 2, "coordinator_killed": True, "recovered_s": 3.2}
+    assert all(met for _, met in verdicts([failed], {}, []))
+    for change in ({"workers_killed": 0}, {"coordinator_killed": False},  # ended before
+                   {"recovered_s": None}):  # the rate never came back
+        assert not all(met for _, met in verdicts([{**failed, **change}], {}, [])), change
 
 
 def test_a_store_is_one_every_node_of_the_cluster_reaches(
