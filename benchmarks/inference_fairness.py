@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import header, machine
 from launch.inference import LAB_COMMAND_HOST, STATE_DIR_ENV, ServiceRecord, connected
 from spotlab import SpotLabConfig, spot_lab
 from workloads.common.storage import open_storage
@@ -276,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             summary = run_experiment(options, lambda line: print(line, file=sys.stderr,
                                                                  flush=True))
             rows.append(row(name, summary, time.time() - began))
+    made = machine()
+    print(header(made))
     columns = list(rows[0]) if rows else []
     print(" | ".join(columns))
     for entry in rows:
@@ -290,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     for text, met in checks:
         print(f"{'met' if met else 'MISSED'}: {text}")
     if args.json:
-        args.json.write_text(json.dumps({"service_answers_s": answers, "commands": cli,
+        args.json.write_text(json.dumps({"made": made, "service_answers_s": answers,
+                                         "commands": cli,
                                          "runs": rows, "targets": checks}, indent=2))
     return 0 if all(met for _, met in checks) else 1
 
