@@ -307,9 +307,11 @@ def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
     failed = {**fair, "run": "2 jobs fair, 2 workers + coordinator killed",
               "workers_killed": 2, "coordinator_killed": True, "recovered_s": 3.2}
     assert all(met for _, met in verdicts([failed], {}, []))
-    for change in ({"workers_killed": 0}, {"coordinator_killed": False},  # ended before
-                   {"recovered_s": None}):  # the rate never came back
-        assert not all(met for _, met in verdicts([{**failed, **change}], {}, [])), change
+    broken: list[dict[str, object]] = [
+        {"workers_killed": 0}, {"coordinator_killed": False},  # the jobs ended before them
+        {"recovered_s": None}]  # the rate never came back
+    for flaw in broken:
+        assert not all(met for _, met in verdicts([{**failed, **flaw}], {}, [])), flaw
 
 
 def test_a_store_is_one_every_node_of_the_cluster_reaches(
