@@ -82,9 +82,9 @@ def test_a_run_that_prints_no_progress_is_stopped_by_the_watchdog(
 ) -> None:
     (tmp_path / "job.py").write_text(SILENT_AFTER_ONE_LINE)
     shown: list[str] = []
-    with pytest.raises(RunStalled, match="no progress for 10 s"):
+    with pytest.raises(RunStalled, match="no progress for 30 s"):
         run_job(address, tmp_path, ["job.py"], {}, shown.append, python=sys.executable,
-                stall_timeout_s=10)
+                stall_timeout_s=30)
     assert "step 1 of 100" in shown and any("(autoscaler" in line for line in shown)
     use_token_auth_if_available()
     client = JobSubmissionClient(address)
