@@ -87,8 +87,15 @@ def test_killing_the_cloud_node_mid_run_still_yields_every_output(
     records = read_tasks(tmp_path, "data-aware")
     assert sorted(r["task"] for r in records) == [f"img-{i:04d}" for i in range(16)]
     assert all(r["output"] for r in records)
-    assert run_summary["tasks"] == 16 and run_summary["lost_nodes"] == 1
-    assert run_summary["retried_tasks"] >= 1
-    retried = [r for r in records if r["attempt"] > 1]
-    assert retried and all(r["site"] == "onprem" for r in retried)
-    assert any("dropping the node" in line for line in lines)
+    assert run_summary["tasks"] == 16
+    # the dead cloud's queue went on-prem: by a retry once a task of it failed (the node
+    # dropped), or by the tail's take-over before the run needed the node again (then the
+    # loss may never be seen within the run)
+    if run_summary["lost_nodes"]:
+        assert run_summary["lost_nodes"] == 1 and run_summary["retried_tasks"] >= 1
+        retried = [r for r in records if r["attempt"] > 1]
+        assert retried and all(r["site"] == "onprem" for r in retried)
+        assert any("dropping the node" in line for line in lines)
+    else:
+        assert run_summary["taken_over_tasks"] >= 1
+        assert any("moves from cloud" in line for line in lines)
