@@ -44,13 +44,18 @@ def test_run_burst_runs_both_schedulers_in_the_lab_and_removes_it(
     assert summary["speedup"] == round(
         summary["runs"]["default"]["makespan_s"] / summary["runs"]["data-aware"]["makespan_s"], 3
     )
-    # one bound for both, from the calibration's compute times: a pass before each
-    # scheduler's run, 3 tasks on each worker node in each, every sample pooled
+    # one bound for both, from compute times measured before the data-aware run: a pass
+    # before each scheduler's run (3 tasks on each worker node in each) and the default
+    # run's tasks, every sample pooled, their mean per site
     calibration = summary["bound"]["calibration"]
     assert calibration["tasks"] == ["img-0001", "img-0002", "img-0003"]  # after img-0000 untimed
-    assert calibration["passes"] == 2
+    assert calibration["passes"] == 2 and calibration["runs"] == ["default"]
+    default_sites = [r["site"] for r in read_tasks(folder, "default")]
     assert {site: len(times) for site, times in calibration["samples_s"].items()} == {
-        "onprem": 6, "cloud": 6}
+        site: 6 + default_sites.count(site) for site in ("onprem", "cloud")}
+    for site, times in calibration["samples_s"].items():
+        assert summary["bound"]["compute_s"][site] == pytest.approx(
+            sum(times) / len(times), abs=1e-3)
     assert summary["bound"]["link_mbit"] == 106.0
     sites = summary["site_cpus"]  # measured: the CPUs each site's processes may use
     assert sites == json.loads((folder / "provenance.json").read_text())["parameters"][

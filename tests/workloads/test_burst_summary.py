@@ -95,3 +95,20 @@ def test_the_table_and_the_figure_use_the_one_bound() -> None:
     [bound_line] = span.get_lines()
     assert numpy.asarray(bound_line.get_ydata(), dtype=float).tolist() == [4.0, 4.0]
     assert sorted(t.get_text() for t in span.texts) == ["1.25× bound", "1.50× bound"]
+
+
+def test_the_bound_pools_every_pass_and_the_default_runs_tasks_by_their_mean() -> None:
+    first = Calibration(("t1",), {"onprem": [2.0], "cloud": [1.0]}, {"onprem": [1.8]})
+    second = Calibration(("t1",), {"onprem": [2.0]}, {"onprem": [1.8]})
+    default = run("default", 5.0, 5.0, {"own": 0.3, "onprem": 6.0, "cloud": 5.0})
+    default.records.append({"task": "t0", "site": "cloud", "compute_start": 1.0,
+                            "compute_end": None})  # an attempt lost with its node
+    pooled = Calibration.pooled([first, Calibration.from_run("default", default.records),
+                                 second])
+    assert pooled.tasks == ("t1",) and pooled.passes == 2 and pooled.runs == ("default",)
+    # on-prem: 2, 2 from the passes and the default run's two 5 s tasks; the mean, as the
+    # bound sums compute (the cloud's median, 5, would not be its mean)
+    assert pooled.compute_s == {"onprem": 3.5, "cloud": pytest.approx((1.0 + 5.0 + 5.0) / 3)}
+    assert pooled.compute_cpu_s == {"onprem": pytest.approx((1.8 * 2 + 4.5 * 2) / 4),
+                                    "cloud": 4.5}
+    assert pooled.to_dict()["runs"] == ["default"]

@@ -2,8 +2,12 @@
 runs: every worker node computes the same few tasks (after one untimed), its data already
 there (moved ahead for a node that cannot see it, no transfer while any compute is timed),
 every node at once as in a run. A pass runs before each scheduler's run, so that a change in
-the machine's load between the runs reaches the bound from both sides; per site the median
-of every pass's samples is the compute time of one task there.
+the machine's load between the runs reaches the bound from both sides. The default run's
+tasks (plain Ray placement: the baseline, never the scheduler under test) join the samples:
+they compute under a run's conditions (the link busy, the scheduler beside them), and all of
+it is measured before the data-aware run. Per site the mean of every sample is the compute
+time of one task there: the bound is about the total compute of a run, and a few slow tasks
+(the same task varies by up to 2x from run to run on a loaded machine) count in a sum.
 
 The tasks of one run are equal in work (every image, every directory, has the same pixel
 count), so one time per site stands for each task; the bound (workloads.burst.bound) takes
@@ -32,21 +36,37 @@ class Calibration:
     seconds: dict[str, list[float]]  # site -> every compute time measured there
     cpu_seconds: dict[str, list[float]]  # site -> the CPU its task processes used meanwhile
     passes: int = 1
+    runs: tuple[str, ...] = ()  # the runs whose tasks' compute times are samples too
 
     @property
     def compute_s(self) -> dict[str, float]:
-        """Per site: the median compute time of one task."""
-        return {site: statistics.median(times) for site, times in self.seconds.items()}
+        """Per site: the mean compute time of one task."""
+        return {site: statistics.mean(times) for site, times in self.seconds.items()}
 
     @property
     def compute_cpu_s(self) -> dict[str, float]:
-        """Per site: the median CPU time of one task's process (what it needs, whatever
+        """Per site: the mean CPU time of one task's process (what it needs, whatever
         else the machine runs)."""
-        return {site: statistics.median(times) for site, times in self.cpu_seconds.items()}
+        return {site: statistics.mean(times) for site, times in self.cpu_seconds.items()}
+
+    @staticmethod
+    def from_run(name: str, records: list[dict[str, Any]]) -> Calibration:
+        """A run's computed tasks as samples (an attempt lost with its node has no end)."""
+        seconds: dict[str, list[float]] = {}
+        cpu_seconds: dict[str, list[float]] = {}
+        for record in records:
+            if record.get("compute_end") is None or record.get("compute_start") is None:
+                continue
+            seconds.setdefault(record["site"], []).append(
+                record["compute_end"] - record["compute_start"])
+            if record.get("compute_cpu_s") is not None:
+                cpu_seconds.setdefault(record["site"], []).append(record["compute_cpu_s"])
+        return Calibration((), seconds, cpu_seconds, passes=0, runs=(name,))
 
     @staticmethod
     def pooled(passes: list[Calibration]) -> Calibration:
-        """Several passes (one before each scheduler's run) as one: every sample counts."""
+        """Several passes (one before each scheduler's run) and runs as one: every sample
+        counts."""
         seconds: dict[str, list[float]] = {}
         cpu_seconds: dict[str, list[float]] = {}
         for one in passes:
@@ -54,13 +74,15 @@ class Calibration:
                 seconds.setdefault(site, []).extend(times)
             for site, times in one.cpu_seconds.items():
                 cpu_seconds.setdefault(site, []).extend(times)
-        return Calibration(passes[0].tasks, seconds, cpu_seconds,
-                           sum(one.passes for one in passes))
+        tasks = next((one.tasks for one in passes if one.tasks), ())
+        return Calibration(tasks, seconds, cpu_seconds, sum(one.passes for one in passes),
+                           tuple(name for one in passes for name in one.runs))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tasks": list(self.tasks),
             "passes": self.passes,
+            "runs": list(self.runs),
             "compute_s": {site: round(value, 4) for site, value in self.compute_s.items()},
             "compute_cpu_s": {site: round(value, 4)
                               for site, value in self.compute_cpu_s.items()},

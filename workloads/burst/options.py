@@ -75,8 +75,9 @@ class BurstOptions:
     calibration_tasks: int = option(
         3,
         "tasks every worker node computes (after one untimed) before each scheduler's run, "
-        "its data in place and no transfer beside it: per site the median compute time over "
-        "these passes gives the lower bound both schedulers are measured against",
+        "its data in place and no transfer beside it: per site the mean compute time over "
+        "these passes and the default run's tasks gives the lower bound both schedulers are "
+        "measured against",
         minimum=1,
         maximum=100,
     )

@@ -238,8 +238,9 @@ def format_table(summary: dict[str, Any]) -> str:
     compute = ", ".join(f"{site} {seconds:.2f} s" for site, seconds
                         in summary["bound"]["compute_s"].items())
     lines.append(
-        f"lower bound {summary['lower_bound_s']:.2f} s for both schedulers (calibrated compute "
-        f"per task: {compute}); speedup (default / data-aware): {summary['speedup'] or '-'}; "
+        f"lower bound {summary['lower_bound_s']:.2f} s for both schedulers (compute per task, "
+        f"calibration and default run: {compute}); speedup (default / data-aware): "
+        f"{summary['speedup'] or '-'}; "
         f"data-aware's mean compute / default's: {summary['compute_ratio'] or '-'} (CPU "
         f"time: {summary.get('compute_cpu_ratio') or '-'})"
     )
