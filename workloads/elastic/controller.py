@@ -8,7 +8,7 @@ workers' report hook that reaches into Ray Train's internals; Ray is pinned):
   from the last checkpoint. Here the number is the run's ledger's choice
   (workloads/elastic/scaling.choose_workers on the throughput measured so far), draining
   nodes do not count, and a running group that marks its steps is asked to checkpoint and
-  park first, then resized at the first poll (every 0.5 s) that finds it parked.
+  park first, then resized at the first poll (every 0.25 s) that finds it parked.
 - `RunRecorder`: tells the ledger each worker group's nodes as it is placed, each report
   Ray Train commits (with its checkpoint) and each state the controller goes through
   (preempting with the deadline, restarting and why): the run's account of what reached Ray
