@@ -34,8 +34,7 @@ PROGRESS_EVERY_S = 2.0
 RAY_TRAIN_ENV = {
     # the controller polls the workers (and so takes their reports and commits their
     # checkpoints) every 0.25 s, not 2 s: a notice checkpoint reaches it well before the
-    # kill, and the ranks' hand-off after it starts the restart a poll later (each poll is one
-    # small call per worker: about 1 % of a core for 5 workers)
+    # kill, and the ranks' hand-off after it starts the restart a poll later
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
     # Ray Train's own drain watcher looks every second, not every 5 s
     "RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S": "1",
