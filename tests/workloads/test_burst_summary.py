@@ -101,8 +101,6 @@ def test_the_bound_pools_every_pass_and_the_default_runs_tasks_by_their_mean() -
     first = Calibration(("t1",), {"onprem": [2.0], "cloud": [1.0]}, {"onprem": [1.8]})
     second = Calibration(("t1",), {"onprem": [2.0]}, {"onprem": [1.8]})
     default = run("default", 5.0, 5.0, {"own": 0.3, "onprem": 6.0, "cloud": 5.0})
-    default.records.append({"task": "t0", "site": "cloud", "compute_start": 1.0,
-                            "compute_end": None})  # an attempt lost with its node
     pooled = Calibration.pooled([first, Calibration.from_run("default", default.records),
                                  second])
     assert pooled.tasks == ("t1",) and pooled.passes == 2 and pooled.runs == ("default",)

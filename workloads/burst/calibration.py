@@ -51,12 +51,10 @@ class Calibration:
 
     @staticmethod
     def from_run(name: str, records: list[dict[str, Any]]) -> Calibration:
-        """A run's computed tasks as samples (an attempt lost with its node has no end)."""
+        """A run's computed tasks as samples (a run records only the tasks it computed)."""
         seconds: dict[str, list[float]] = {}
         cpu_seconds: dict[str, list[float]] = {}
         for record in records:
-            if record.get("compute_end") is None or record.get("compute_start") is None:
-                continue
             seconds.setdefault(record["site"], []).append(
                 record["compute_end"] - record["compute_start"])
             if record.get("compute_cpu_s") is not None:
