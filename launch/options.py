@@ -155,6 +155,13 @@ class RlLabOptions(SpotLabOptions):
         "service), the learner's node fails: killed without notice, not replaced (give "
         "--learner 2 for a node to resume on)", minimum=1)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lose_learner_at is not None and self.learner < 2:
+            raise OptionError("--lose-learner-at", f"needs --learner 2 or more (a node for the "
+                              f"learner to resume on; the lost one is not replaced), got "
+                              f"--learner {self.learner}")
+
 
 RL_LAB_SPEC = OptionSpec(RlLabOptions)
 

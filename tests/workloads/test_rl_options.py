@@ -90,3 +90,9 @@ def test_the_run_tasks_lab_preempts_by_schedule_and_its_flags_are_its_own() -> N
     assert not (flags[0] & flags[1]) and not (flags[0] & flags[2]) and not (flags[1] & flags[2])
     with pytest.raises(OptionError, match="^--preempt-every: expected an integer ≥ 0"):
         RL_LAB_SPEC.from_text({"preempt_every": "-1"})
+
+
+def test_losing_the_learner_needs_a_second_learner_node_before_anything_starts() -> None:
+    with pytest.raises(OptionError, match="^--lose-learner-at: needs --learner 2 or more"):
+        RL_LAB_SPEC.from_text({"lose_learner_at": "5"})
+    assert RL_LAB_SPEC.from_text({"lose_learner_at": "5", "learner": "2"}).lose_learner_at == 5
