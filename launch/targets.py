@@ -58,8 +58,9 @@ class Remote:
     s3_endpoint: str | None = None
     token: str | None = field(default=None, repr=False)  # the cluster's Ray token, in memory
     same_python: bool = False
-    """The cluster runs this very Python environment (a local spot lab): the job runs with
-    this interpreter and installs nothing."""
+    """The cluster runs this very Python environment on this machine (a local spot lab):
+    the job runs with this interpreter, installs nothing, and (without a bucket) writes the
+    results folder itself."""
 
 
 def run_workload(
@@ -179,11 +180,12 @@ def run_remote(
 ) -> None:
     """A Ray Job on `remote.address`; results come back through the bucket when there is
     one, else through the job's log."""
-    job_out = (
-        f"s3://{remote.bucket}/{default_location(run.name)}"
-        if remote.bucket
-        else default_location(run.name)
-    )
+    if remote.bucket:
+        job_out = f"s3://{remote.bucket}/{default_location(run.name)}"
+    elif remote.same_python:  # this machine's disk: what the job records is where it is
+        job_out = str(local_out.resolve())
+    else:  # the job's own folder on the cluster; the files come back through its log
+        job_out = default_location(run.name)
     env = {GIT_COMMIT_ENV: git_commit()}
     if remote.region:
         env["AWS_DEFAULT_REGION"] = remote.region

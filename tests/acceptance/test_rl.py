@@ -27,8 +27,9 @@ def test_run_rl_learns_through_env_runner_preemptions(tmp_path: Path) -> None:
     summary = run_documented(COMMAND, out, timeout_s=1800)
     assert summary["preemptions"] >= 2  # spot nodes of env runners, preempted mid-run
     assert summary["env_runners_replaced"] >= 2  # each runner came back on another node
-    assert summary["env_steps"] >= json.loads(
-        (out / "provenance.json").read_text())["parameters"]["steps"]
+    parameters = json.loads((out / "provenance.json").read_text())["parameters"]
+    assert summary["env_steps"] >= parameters["steps"]
+    assert parameters["out"] == str(out.resolve())  # the folder the results are in
     assert summary["last_eval_return"] > TARGET_RETURN  # the final evaluation
     faults = json.loads((out / "spotlab" / "faults.json").read_text())
     assert len([f for f in faults["injected"] if f["kind"] == "preempt"]) >= 2
