@@ -124,3 +124,9 @@ def test_unknown_product_fails_before_anything_starts(
     assert main(["--product", "Plan 9", "--out", str(out)]) == 2
     assert "product 'Plan 9'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_provenance_records_the_stand_in_delay_only_when_fallback_runs() -> None:
+    assert "launch_delay_s" not in DollOptions(policies=("on-demand", "static")).parameters()
+    recorded = DollOptions(policies=("static", "fallback"), launch_delay_s=30.0).parameters()
+    assert recorded["launch_delay_s"] == 30.0

@@ -127,6 +127,8 @@ class DollOptions(ResultsOptions):
         document = asdict(self)
         document["trace"] = str(self.trace)
         document["policies"] = list(self.policies)
+        if "fallback" not in self.policies:  # only fallback launches stand-ins
+            del document["launch_delay_s"]
         return document
 
 
