@@ -16,6 +16,7 @@ def run(options: DollOptions) -> int:
         load_trace(options.trace, options.zone, options.product)
     except TraceError as error:
         return fail(error)
+    print("starting Ray", flush=True)
     with ray_session():
         run_experiment(options, lambda line: print(line, flush=True))
     return 0

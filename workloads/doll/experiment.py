@@ -20,7 +20,8 @@ from workloads.doll.policy_run import PolicyResult, PolicyRun, Servers
 from workloads.doll.price_server import PriceServer
 
 
-def start_servers(config: DollOptions, trace: PriceTrace) -> Servers:
+def start_servers(config: DollOptions, trace: PriceTrace,
+                  say: Callable[[str], None] | None = None) -> Servers:
     parameter_server = start_actor(
         SyncParameterServer,
         config.hidden,
@@ -28,7 +29,8 @@ def start_servers(config: DollOptions, trace: PriceTrace) -> Servers:
         config.k,
         options={"max_concurrency": 1000},
     )
-    fleet = Fleet(config.worker_rates(), config.batch_size, config.hidden, parameter_server)
+    fleet = Fleet(config.worker_rates(), config.batch_size, config.hidden, parameter_server,
+                  say)
     return Servers(
         fleet=fleet,
         parameter_server=parameter_server,
@@ -75,7 +77,7 @@ def run_experiment(
     started by the caller for this config (kept running), or on its own."""
     trace = load_trace(config.trace, config.zone, config.product)
     own = servers is None
-    running = start_servers(config, trace) if servers is None else servers
+    running = start_servers(config, trace, say) if servers is None else servers
     try:
         results = run_policies(config, running, say)
     finally:

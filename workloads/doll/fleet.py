@@ -10,6 +10,7 @@ and that time is not compressed like the rest of the experiment.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from workloads.common.actors import start_actor
 from workloads.doll.worker import StreamWorker
 
 SPARES = 4
+READY_REPORT_S = 2.0
+"""While the fleet starts, how often it says how many of its actors are up."""
 
 
 @dataclass
@@ -38,7 +41,8 @@ class Slot:
 
 class Fleet:
     def __init__(
-        self, rates: list[float], batch_size: int, hidden: int, parameter_server: Any
+        self, rates: list[float], batch_size: int, hidden: int, parameter_server: Any,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.batch_size = batch_size
         self.hidden = hidden
@@ -49,7 +53,14 @@ class Fleet:
         self.spares = [self._new_actor() for _ in range(SPARES)]
         for slot in self.slots:
             self._install(slot, self._new_actor())
-        ray.get([actor.ready.remote() for actor in [*self.spares, *self.actors()]])
+        refs = [actor.ready.remote() for actor in [*self.spares, *self.actors()]]
+        waiting = refs
+        while waiting:
+            _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=READY_REPORT_S)
+            if say is not None:
+                say(f"stream workers: {len(refs) - len(waiting)}/{len(refs)} up "
+                    f"({SPARES} spares)")
+        ray.get(refs)  # an actor that failed to start raises here
 
     def actors(self) -> list[Any]:
         return [slot.actor for slot in self.slots]
