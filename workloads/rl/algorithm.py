@@ -27,7 +27,7 @@ from vocab.spot import LEARNER_RESOURCE, ON_DEMAND_RESOURCE, SPOT_RESOURCE
 from workloads.rl.checkpoint import pack_state, unpack_state
 from workloads.rl.evaluation import evaluate_now, periodic_evaluation
 from workloads.rl.options import RlOptions
-from workloads.rl.runners import Fragment, RunnerPool
+from workloads.rl.runners import Fragment, RunnerPool, rllib_internal_deprecations_quiet
 
 EVALUATION_TIMEOUT_S = 300.0
 WAIT_S = 1.0
@@ -89,7 +89,8 @@ def sac_config(options: RlOptions) -> Any:
         # The seed's per-runner evaluation (workloads/rl/evaluation.py), not RLlib's
         # per-iteration one: every --eval-every-th episode of each runner, at its own phase.
         .callbacks(periodic_evaluation(options.eval_every, options.eval_episodes, options.seed))
-        .debugging(seed=options.seed)
+        # no system-usage monitor (a thread sampling CPU and GPU use nobody reads)
+        .debugging(seed=options.seed, log_sys_usage=False)
     )
 
 
@@ -101,13 +102,10 @@ def policy_module(options: RlOptions, learner_state: dict[str, Any] | None = Non
     from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 
     env = gymnasium.make(options.env)
-    deprecation_logger = logging.getLogger("ray._common.deprecation")
-    level = deprecation_logger.level
-    deprecation_logger.setLevel(logging.ERROR)  # spec.build's own deprecated call warns
     try:
-        module = sac_config(options).get_rl_module_spec(env=env).build()
+        with rllib_internal_deprecations_quiet():
+            module = sac_config(options).get_rl_module_spec(env=env).build()
     finally:
-        deprecation_logger.setLevel(level)
         env.close()
     if learner_state is not None:
         module.set_state(learner_state[COMPONENT_LEARNER][COMPONENT_RL_MODULE][DEFAULT_MODULE_ID])
@@ -265,7 +263,8 @@ class Trainer:
                  state: bytes | None = None) -> None:
         for name in ("ray.rllib.algorithms.algorithm_config", "ray.rllib.algorithms.sac.sac"):
             logging.getLogger(name).addFilter(_not_the_new_stack_notice)
-        self.algo = sac_config(options).build_algo()
+        with rllib_internal_deprecations_quiet():
+            self.algo = sac_config(options).build_algo()
         if state is not None:  # resume: weights, optimizers and α of a checkpoint
             self.algo.learner_group.set_state(unpack_state(state))
         self.options = options

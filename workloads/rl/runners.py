@@ -20,9 +20,11 @@ carries the weights. Every step is an event with its wall time: `lost`, `back` (
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +46,31 @@ def runner_actor_options(resources: dict[str, float]) -> dict[str, Any]:
     return {"num_cpus": 1, "resources": resources, "max_restarts": -1, "max_task_retries": 0}
 
 
+@contextmanager
+def rllib_internal_deprecations_quiet() -> Iterator[None]:
+    """RLlib's own RLModuleSpec.build calls a constructor RLlib deprecated and warns about it
+    in every process that builds the module (each runner, at every restart): nothing the
+    user can act on."""
+    logger = logging.getLogger("ray._common.deprecation")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def start_runners(config: Any, count: int, resources: dict[str, float]) -> list[Any]:
     """`count` env runner actors built from the RLlib `config` (indices 1..count, as RLlib
     numbers its remote runners: seeds and evaluation phases follow them)."""
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    remote = ray.remote(SingleAgentEnvRunner)
+    class EnvRunner(SingleAgentEnvRunner):  # type: ignore[misc]
+        def __init__(self, **kwargs: Any) -> None:
+            with rllib_internal_deprecations_quiet():
+                super().__init__(**kwargs)
+
+    remote = ray.remote(EnvRunner)
     return [start_actor(remote, config=config, worker_index=index, num_workers=count,
                         options=runner_actor_options(resources))
             for index in range(1, count + 1)]
