@@ -59,6 +59,7 @@ def test_script_alone_travels_without_a_working_dir() -> None:
 
 @pytest.mark.parametrize(("given", "flag"), [
     ({"script": "no/such/train.py"}, "--script"),
+    ({"function": "nope"}, "--function"),  # the shipped script defines no such function
     ({"min_workers": "3", "max_workers": "2"}, "--min-workers"),
     ({"spot": "99"}, "--spot"),
     ({"cpus": "2"}, "--cpus"),  # the lab's nodes offer 1 CPU each
