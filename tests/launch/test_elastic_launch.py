@@ -57,6 +57,23 @@ def test_script_alone_travels_without_a_working_dir() -> None:
     assert list(run.inputs) == ["--script"] and run.inputs["--script"].name == "digits_cnn.py"
 
 
+def test_the_lab_flags_keep_their_rules_and_the_help_states_elastic_own_pace() -> None:
+    """run-elastic's lab steps its chain every 0.5 s, not at the paper's 2 s / 20 (0.1 s):
+    its --refresh help says so, with the lab's flags and rules unchanged."""
+    from launch.options import ELASTIC_LAB_SPEC
+    from spotlab.options import LAB_SPEC
+
+    assert [o.flag for o in ELASTIC_LAB_SPEC.options] == [o.flag for o in LAB_SPEC.options]
+    lab = ELASTIC_LAB_SPEC.default().config()
+    assert (lab.alpha, lab.refresh_s) == (1.0, 0.5)
+    assert ELASTIC_LAB_SPEC.from_text({"refresh": "0.2"}).config().refresh_s == 0.2
+    with pytest.raises(ValueError, match="--refresh"):
+        ELASTIC_LAB_SPEC.from_text({"refresh": "0"})
+    [refresh] = [o for o in ELASTIC_LAB_SPEC.options if o.name == "refresh"]
+    assert refresh.help_text().endswith("(default: 0.5)")
+    assert "paper" not in refresh.help_text() and "restart" in refresh.help_text()
+
+
 @pytest.mark.parametrize(("given", "flag"), [
     ({"script": "no/such/train.py"}, "--script"),
     ({"function": "nope"}, "--function"),  # the shipped script defines no such function
