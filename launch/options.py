@@ -4,14 +4,21 @@ task's flags from these specs and the workload's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
-from spotlab.options import SpotLabOptions, lab_spec
-from workloads.common.options import OptionError, OptionSpec, check_fields, option
+from spotlab.options import SpotLabOptions
+from workloads.common.options import (
+    METADATA_KEY,
+    OptionError,
+    OptionSpec,
+    check_fields,
+    option,
+)
 
 BW_HELP = (
     "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
@@ -117,6 +124,16 @@ BURST_RUN_SPEC = OptionSpec(BurstRunTarget)
 BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
 
 
+def _lab_default(name: str, value: Any, help: str | None = None) -> Any:
+    """A spot lab option with another default (same flag and rules; the same help unless
+    `help` is given, for a default the lab's help would misdescribe)."""
+    [spec_field] = [item for item in fields(SpotLabOptions) if item.name == name]
+    metadata: Mapping[str, Any] = spec_field.metadata
+    if help is not None:
+        metadata = {**metadata, METADATA_KEY: replace(metadata[METADATA_KEY], help=help)}
+    return field(default=value, metadata=metadata)
+
+
 # An elastic run's preemptions come from its own schedule (`run-elastic --preempt-at`), one
 # mechanism: the lab's Markov chain is off (α 1) unless --alpha asks for it. Then a chain
 # step every 0.5 s (not the lab's 0.1 s) preempts a spot node about every 70 s at α 0.9: a
@@ -124,14 +141,21 @@ BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
 # run spent its time restarting (measured).
 ELASTIC_LAB_ALPHA = 1.0
 ELASTIC_LAB_REFRESH_S = 0.5
-ELASTIC_LAB_SPEC = lab_spec("ElasticLabOptions", alpha=ELASTIC_LAB_ALPHA,
-                            refresh=ELASTIC_LAB_REFRESH_S)
 
 
-def _lab_default(name: str, value: Any) -> Any:
-    """A spot lab option with another default (same flag, help and rules)."""
-    [spec_field] = [item for item in fields(SpotLabOptions) if item.name == name]
-    return field(default=value, metadata=spec_field.metadata)
+@dataclass(frozen=True, kw_only=True)
+class ElasticLabOptions(SpotLabOptions):
+    """`run-elastic`'s local lab: the run's own schedule preempts; the lab's chain only with
+    --alpha below 1, and then at a slower pace than the lab's."""
+
+    alpha: float = _lab_default("alpha", ELASTIC_LAB_ALPHA)
+    refresh: float = _lab_default(
+        "refresh", ELASTIC_LAB_REFRESH_S,
+        help="Markov model: seconds between chain steps (slower for elastic training than "
+             "the lab's usual pace: a worker group's restart takes tens of seconds)")
+
+
+ELASTIC_LAB_SPEC = OptionSpec(ElasticLabOptions)
 
 
 RL_PREEMPT_EVERY = 8

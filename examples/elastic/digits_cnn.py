@@ -103,7 +103,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
-        metrics = {"loss": float(loss)}
+        metrics = {"loss": loss.item()}
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             metrics["test_accuracy"] = accuracy(net, x_test.to(device), y_test.to(device))
         time.sleep(max(0.0, args.step_time / world - (time.monotonic() - began)))

@@ -57,8 +57,26 @@ def test_script_alone_travels_without_a_working_dir() -> None:
     assert list(run.inputs) == ["--script"] and run.inputs["--script"].name == "digits_cnn.py"
 
 
+def test_the_lab_flags_keep_their_rules_and_the_help_states_elastic_own_pace() -> None:
+    """run-elastic's lab steps its chain every 0.5 s, not at the paper's 2 s / 20 (0.1 s):
+    its --refresh help says so, with the lab's flags and rules unchanged."""
+    from launch.options import ELASTIC_LAB_SPEC
+    from spotlab.options import LAB_SPEC
+
+    assert [o.flag for o in ELASTIC_LAB_SPEC.options] == [o.flag for o in LAB_SPEC.options]
+    lab = ELASTIC_LAB_SPEC.default().config()
+    assert (lab.alpha, lab.refresh_s) == (1.0, 0.5)
+    assert ELASTIC_LAB_SPEC.from_text({"refresh": "0.2"}).config().refresh_s == 0.2
+    with pytest.raises(ValueError, match="--refresh"):
+        ELASTIC_LAB_SPEC.from_text({"refresh": "0"})
+    [refresh] = [o for o in ELASTIC_LAB_SPEC.options if o.name == "refresh"]
+    assert refresh.help_text().endswith("(default: 0.5)")
+    assert "paper" not in refresh.help_text() and "restart" in refresh.help_text()
+
+
 @pytest.mark.parametrize(("given", "flag"), [
     ({"script": "no/such/train.py"}, "--script"),
+    ({"function": "nope"}, "--function"),  # the shipped script defines no such function
     ({"min_workers": "3", "max_workers": "2"}, "--min-workers"),
     ({"spot": "99"}, "--spot"),
     ({"cpus": "2"}, "--cpus"),  # the lab's nodes offer 1 CPU each
@@ -134,3 +152,52 @@ def test_a_lab_run_is_priced_and_drawn_from_its_results_folder(tmp_path: Path) -
     assert figure.name == FIGURE and figure.stat().st_size > 10_000
     (tmp_path / LAB_RECORD / "config.json").unlink()
     assert price_results(tmp_path) is None  # no lab record: nothing priced
+
+
+@pytest.mark.parametrize("steps_per_group", [4, 200])  # a short run, a long one
+def test_the_metric_is_drawn_with_no_line_across_a_restart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps_per_group: int) -> None:
+    """Two worker groups with a 20 s restart between them, when no step ran: the metric's
+    lines stay within a group, and show each step's loss (rank 0's row carries it, also
+    when another rank recorded the step first) and the committed report's."""
+    import matplotlib.pyplot as plt
+
+    from workloads.elastic import figures
+
+    drawn: list[Any] = []
+
+    def keep(figure: Any, path: Path) -> Path:
+        drawn.append(figure)
+        return path
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    pace = 10.0 / steps_per_group
+    rank_0 = [{"attempt": int(s >= steps_per_group), "rank": 0, "step": s,
+               "t_run": 2.0 + s * pace + 20.0 * int(s >= steps_per_group), "world_size": 2,
+               "loss": 1.0 / (s + 1)} for s in range(2 * steps_per_group)]
+    rank_1 = [{**{key: value for key, value in row.items() if key != "loss"}, "rank": 1,
+               "t_run": row["t_run"] - 0.01 * (row["step"] % 2)} for row in rank_0]
+    rows: dict[str, list[dict[str, Any]]] = {
+        "attempts": [{"attempt": 0, "world_size": 2, "t_run": 1.0},
+                     {"attempt": 1, "world_size": 1, "t_run": 28.0}],
+        "steps": rank_0 + rank_1,
+        "commits": [{"attempt": 0, "checkpoint": "ck", "metrics": {"loss": 0.3}, "t_run": 12.5}],
+    }
+    (tmp_path / "records").mkdir()
+    for name, records in rows.items():
+        (tmp_path / "records" / f"{name}.jsonl").write_text(
+            "".join(json.dumps({**row, "t": row["t_run"]}) + "\n" for row in records))
+    (tmp_path / "summary.json").write_text(json.dumps({
+        "steps_done": 2 * steps_per_group, "lost_steps": 0, "preemptions": 1, "notices": 1,
+        "notices_honoured": 1, "started_at": 0.0, "wall_time_s": 45.0, "metric": "loss"}))
+    draw(tmp_path)
+    [figure] = drawn
+    lines = [line for line in figure.axes[2].get_lines() if len(line.get_xdata()) > 0]
+    assert len(lines) == 2  # one per group
+    last_of_first_group = 12.5  # its committed report, after its last step
+    for line in lines:
+        xs = list(line.get_xdata())
+        assert xs == sorted(xs)
+        assert xs[-1] <= last_of_first_group or xs[0] >= 22.0
+    assert sum(len(line.get_xdata()) for line in lines) == 2 * steps_per_group + 1
+    plt.close(figure)

@@ -208,3 +208,61 @@ def test_a_notice_handoff_is_retried_as_a_preemption_and_nothing_else_is() -> No
     mixed = WorkerGroupError("mixed", mixed_failures)
     assert not handed_off(mixed)
     assert policy.make_decision(mixed) == FailureDecision.RAISE
+
+
+def test_ray_train_logs_no_traceback_for_a_handoff_and_a_full_one_for_a_script_error() -> None:
+    """A training function run as Ray Train runs it on a worker (its ThreadRunner): ending
+    with NoticeHandoff logs nothing once the worker's filter is on (without it, Ray Train
+    logs the hand-off's traceback); a real error of the script still logs its traceback."""
+    import logging
+
+    from ray.train.v2._internal.execution.worker_group.thread_runner import ThreadRunner
+
+    from tests.helpers.waiting import wait_until
+    from workloads.elastic.worker import (
+        TRAINING_ERROR_LOGGER,
+        HandoffLogFilter,
+        NoticeHandoff,
+        quiet_handoffs,
+    )
+
+    def script_with_a_bug() -> None:
+        raise ValueError("a bug in the script")
+
+    def handing_off() -> None:
+        raise NoticeHandoff("group 0: step 9 committed after a notice")
+
+    class Kept(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    def logged(target: Any) -> list[str]:
+        handler = Kept()
+        TRAINING_ERROR_LOGGER.addHandler(handler)
+        try:
+            runner = ThreadRunner()
+            runner.run(target)
+            wait_until(lambda: not runner.is_running(), 10, "the training function's end")
+            assert runner.get_error() is not None
+        finally:
+            TRAINING_ERROR_LOGGER.removeHandler(handler)
+        return [record.getMessage() for record in handler.records]
+
+    try:
+        [unfiltered] = logged(handing_off)
+        assert "Traceback" in unfiltered and "NoticeHandoff: group 0" in unfiltered
+        quiet_handoffs()
+        quiet_handoffs()  # once per process, however many groups start on it
+        assert sum(isinstance(f, HandoffLogFilter) for f in TRAINING_ERROR_LOGGER.filters) == 1
+        assert logged(handing_off) == []
+        [error] = logged(script_with_a_bug)
+        assert error.startswith("Error in training function:\nTraceback")
+        assert error.rstrip().endswith("ValueError: a bug in the script")
+    finally:
+        for installed in [f for f in TRAINING_ERROR_LOGGER.filters
+                          if isinstance(f, HandoffLogFilter)]:
+            TRAINING_ERROR_LOGGER.removeFilter(installed)

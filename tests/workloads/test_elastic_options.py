@@ -80,8 +80,10 @@ def test_the_training_function_is_found_by_name_an_alias_too(
     script = tmp_path / "train.py"
     script.write_text("def main():\n    pass\n")
     err = one_line_error(capsys, ["-f", str(script)])
-    assert err.startswith("error: --script:") and "train_loop_per_worker" in err
-    assert "--function" in err
+    assert err.startswith("error: --function:") and "train_loop_per_worker" in err
+    assert "train.py" in err
+    err = one_line_error(capsys, ["-f", str(script), "--function", "nope"])
+    assert err.startswith("error: --function:") and "defines no nope" in err
     script.write_text("def train_func(config):\n    pass\n\ntrain_loop_per_worker = train_func\n")
     from workloads.elastic.script import check_script
 

@@ -7,7 +7,7 @@ three spot nodes, replacements after each kill), preempted by the run's own sche
 - examples/elastic/ray_train_mlp_spot.py, the same with the lines that call
   `checkpoint_due()`, loses no step through three preemptions, one of them while a worker
   group starts, every notice honoured (its checkpoint committed by Ray Train before the
-  node's deadline).
+  node's deadline), and its log shows no traceback for the ranks' hand-offs.
 """
 
 from __future__ import annotations
@@ -124,3 +124,9 @@ def test_an_opted_in_script_loses_no_step_through_three_preemptions_one_at_start
     saved = [n for n in summary["notice_details"] if n["checkpoint_step"] is not None]
     assert saved and all(n["committed"] <= n["deadline"] for n in saved)
     assert summary["final_metrics"]["accuracy"] > 0.9
+    # each notice ended its group with the ranks' NoticeHandoff, the designed hand-off: the
+    # workers' output reaches this log, but no traceback of it (its last line names it)
+    log = opted_in["log"]
+    assert any("(RayTrainWorker" in line for line in log)
+    shown = [line for line in log if "NoticeHandoff" in line]
+    assert not shown, shown[:10]

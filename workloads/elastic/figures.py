@@ -4,7 +4,8 @@
    checkpoints Ray Train committed and the nodes killed at their deadline marked;
 2. progress: the step each group completed over time — a restart that resumes from an older
    checkpoint shows as a drop (steps computed again), one that loses nothing does not;
-3. the chosen metric (`--metric`, else the first the script reported) over time;
+3. the chosen metric (`--metric`, else the first the script reported) over time, a line
+   per worker group (none across a restart, when no step ran);
 4. cost over time next to the same run all on demand (when the run was priced).
 
 The time axis starts a little before the first worker group was placed: the lab, the job
@@ -69,7 +70,8 @@ def draw(folder: Path) -> list[Path]:
     storage = LocalStorage(folder)
     summary = read_json(storage, "summary.json")
     started = summary.get("started_at", 0.0)
-    steps = first_rows(_records(storage, folder, "steps"))
+    rank_steps = _records(storage, folder, "steps")  # every rank's; rank 0's carry metrics
+    steps = first_rows(rank_steps)
     attempts = _records(storage, folder, "attempts")
     groups = _records(storage, folder, "groups")
     holds = _records(storage, folder, "holds")
@@ -136,11 +138,13 @@ def draw(folder: Path) -> list[Path]:
     progress_axes.set(ylabel=f"{summary.get('step_unit', 'step')}s done")
     progress_axes.legend(loc="upper left", fontsize="x-small")
 
-    series = _metric_series(metric, steps, commits)
-    if series:
-        metric_axes.plot([t for t, _ in series], [v for _, v in series],
-                         "-" if len(series) > 60 else "o-", color="tab:orange",
-                         markersize=3, linewidth=1)
+    segments = _metric_series(metric, rank_steps, commits)
+    if segments:
+        dense = sum(len(points) for points in segments) > 60
+        for points in segments:  # one line per worker group: none across a restart
+            metric_axes.plot([t for t, _ in points], [v for _, v in points],
+                             "-" if dense and len(points) > 1 else "o-", color="tab:orange",
+                             markersize=2 if dense else 3, linewidth=1)
     else:
         metric_axes.text(0.5, 0.5, f"no metric {metric!r} reported", ha="center",
                          va="center", transform=metric_axes.transAxes)
@@ -167,11 +171,17 @@ def _title(summary: dict[str, Any], first_placed: float) -> str:
 
 
 def _metric_series(metric: str | None, steps: list[dict[str, Any]],
-                   commits: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """The metric over time: ElasticLoop's step rows and the reports Ray Train committed."""
+                   commits: list[dict[str, Any]]) -> list[list[tuple[float, float]]]:
+    """The metric over time, one series per worker group (its attempt): ElasticLoop's step
+    rows and the reports Ray Train committed."""
     if metric is None:
         return []
-    points = [(s["t_run"], float(s[metric])) for s in steps if metric in s]
-    points += [(c["t_run"], float(c["metrics"][metric])) for c in commits
-               if isinstance(c.get("metrics", {}).get(metric), int | float)]
-    return sorted(set(points))
+    by_group: dict[int, set[tuple[float, float]]] = {}
+    for row in steps:
+        if metric in row:
+            by_group.setdefault(row["attempt"], set()).add((row["t_run"], float(row[metric])))
+    for row in commits:
+        value = row.get("metrics", {}).get(metric)
+        if isinstance(value, int | float):
+            by_group.setdefault(row["attempt"], set()).add((row["t_run"], float(value)))
+    return [sorted(by_group[attempt]) for attempt in sorted(by_group)]

@@ -42,8 +42,8 @@ def check_script(path: Path, function: str) -> None:
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as error:
         raise ScriptError(f"--script: {path}: {' '.join(str(error).split())}") from None
     if function not in top_level_names(tree):
-        raise ScriptError(f"--script: {path} defines no {function}: name the training "
-                          f"function with --function")
+        raise ScriptError(f"--function: {path} defines no {function}: name the script's "
+                          f"training function with --function")
 
 
 def local_path(place: dict[str, str]) -> Path:
@@ -74,5 +74,5 @@ def load_function(script: Path, working_dir: Path | None, function: str,
     spec.loader.exec_module(module)
     found = getattr(module, function, None)
     if not callable(found):
-        raise ScriptError(f"--script: {script} has no callable {function}")
+        raise ScriptError(f"--function: {function} in {script} is not callable")
     return found  # type: ignore[no-any-return]

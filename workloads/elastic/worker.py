@@ -17,7 +17,9 @@ Train itself would do — and around it keeps the run's side of the worker (`Wor
   checkpoint they hold until Ray Train resizes the group: no step is computed that the
   restart would throw away;
 - a notice that is there before the script's first step: the ranks end the group before
-  running the script.
+  running the script;
+- Ray Train's log of a training function's error keeps every traceback but the
+  NoticeHandoff's: the designed end of a group is no error to show (`HandoffLogFilter`).
 
 `ReportHook` (a Ray Train context callback on each worker) sees every report the script
 makes, so the script's own `ray.train.report(checkpoint=...)` is the checkpoint.
@@ -26,6 +28,7 @@ makes, so the script's own `ray.train.report(checkpoint=...)` is the checkpoint.
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 import threading
 import time
@@ -38,6 +41,7 @@ import ray
 import ray.train
 import ray.train.collective
 from ray.train.v2._internal.execution.callback import TrainContextCallback
+from ray.train.v2._internal.util import construct_user_exception_with_traceback
 
 from workloads.common.spot_notice import NoticeError, NoticeWatcher, SpotNotice
 from workloads.elastic.script import load_function, local_path
@@ -70,6 +74,28 @@ def handed_off(error: BaseException) -> bool:
     return all(isinstance(getattr(e, "_base_exc", e), NoticeHandoff) for e in failures.values())
 
 
+class HandoffLogFilter(logging.Filter):
+    """Drops the record Ray Train logs for a training function that ended with the ranks'
+    NoticeHandoff ("Error in training function:" and its traceback, on every rank at every
+    notice); a real error of the script keeps its full traceback. Ray Train logs it while
+    it handles the error (it formats the traceback from `sys.exc_info()` there too), so the
+    exception being handled is the training function's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
+        return not isinstance(error, NoticeHandoff)
+
+
+TRAINING_ERROR_LOGGER = logging.getLogger(construct_user_exception_with_traceback.__module__)
+"""The logger of Ray Train's training-function error (its traceback)."""
+
+
+def quiet_handoffs() -> None:
+    """Install HandoffLogFilter on this worker process (once)."""
+    if not any(isinstance(f, HandoffLogFilter) for f in TRAINING_ERROR_LOGGER.filters):
+        TRAINING_ERROR_LOGGER.addFilter(HandoffLogFilter())
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """What the driver tells every worker about the run (travels with the entry function)."""
@@ -99,6 +125,7 @@ def current() -> WorkerRun:
 def train_entry(settings: WorkerSettings, config: dict[str, Any]) -> Any:
     """Ray Train's training function for the run: the script's own, around the run's side."""
     global _current
+    quiet_handoffs()
     run = WorkerRun(settings)
     _current = run
     try:
