@@ -28,6 +28,7 @@ from vocab.errors import RunFailed
 from vocab.ports import DASHBOARD_PORT
 from workloads.burst.figures import draw, draw_sweep
 from workloads.burst.options import BURST_SPEC, BurstOptions
+from workloads.common.options import OptionError
 from workloads.common.results import read_json
 from workloads.common.storage import LocalStorage
 
@@ -60,6 +61,16 @@ def profile_file(profile: Profile) -> Path | None:
     return path if path.is_file() else None
 
 
+def check_fits_lab(options: BurstOptions, lab: BurstLabOptions) -> None:
+    """Every worker node of the lab holds a task (each computes in the calibration, and Ray
+    fails a task pinned to a node too small for it): one line naming the flag if not, before
+    a lab starts. The driver checks again against the nodes it finds (a stack's too)."""
+    if options.task_cpus is not None and options.task_cpus > min(lab.hpc_cpus, lab.cloud_cpus):
+        raise OptionError("--task-cpus", f"{options.task_cpus} CPUs per task, more than a lab "
+                          f"worker node has (hpc {lab.hpc_cpus}: --hpc-cpus, cloud "
+                          f"{lab.cloud_cpus}: --cloud-cpus)")
+
+
 def run_burst(
     options: BurstOptions,
     bw: float,
@@ -71,16 +82,19 @@ def run_burst(
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> Path:
     """Run the burst workload (lab, or `stack`), draw its figures; returns the folder.
-    The options checked themselves when they were made. A run that prints no progress for
-    `stall_timeout_s` is stopped (RunStalled), and the lab with it."""
+    The options checked themselves when they were made, and against the lab's node sizes
+    here, before anything starts. A run that prints no progress for `stall_timeout_s` is
+    stopped (RunStalled), and the lab with it."""
+    lab = lab or BurstLabOptions()
     profile = load_profile(bw=bw)
+    if not stack:
+        check_fits_lab(options, lab)
     local_out = fresh_results_folder(out, "burst")
     if stack:
         run_on_stack(options, profile, local_out, stack, show, stall_timeout_s=stall_timeout_s)
     else:
         require_lab_support()  # one line saying what the lab needs, before anything starts
-        run_in_lab(options, lab or BurstLabOptions(), profile, local_out, show, watch,
-                   stall_timeout_s)
+        run_in_lab(options, lab, profile, local_out, show, watch, stall_timeout_s)
     draw(local_out)  # the driver has printed the table per scheduler already
     return local_out
 
@@ -259,10 +273,12 @@ def sweep_burst(
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> Path:
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
-    folder = fresh_results_folder(out, "burst-sweep")
-    runs = []
     for bw in bandwidths:
         load_profile(bw=bw)  # every value is checked before the first lab comes up
+    if not stack:
+        check_fits_lab(options, lab or BurstLabOptions())
+    folder = fresh_results_folder(out, "burst-sweep")
+    runs = []
     for bw in bandwidths:
         show(f"=== sweep: {bw:g} Mbit/s ===")
         run_folder = run_burst(options, bw, folder / f"bw-{bw:g}", stack, show, lab=lab,

@@ -10,6 +10,7 @@ import pytest
 
 from workloads.burst import compute
 from workloads.burst.__main__ import main
+from workloads.burst.cluster import NodeInfo, task_cpus
 from workloads.burst.inputs import MANIFEST, ensure_inputs, generated_image
 from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.options import OptionError
@@ -149,3 +150,23 @@ def test_flags_that_size_the_inputs_are_bounded(argv: list[str], message: str) -
     with pytest.raises(OptionError) as error:
         BURST_SPEC.parse([*argv, "--out", "x"])
     assert str(error.value) == message
+
+
+def worker(role: str, cpus: int) -> NodeInfo:
+    return NodeInfo(node_id=f"{role}-{cpus}", site="cloud" if role == "cloud" else "onprem",
+                    role=role, cpus=cpus, ip="198.18.0.9")
+
+
+def test_the_driver_takes_the_smallest_worker_nodes_cpus_unless_asked() -> None:
+    nodes = [worker("login", 1), worker("hpc", 4), worker("cloud", 2)]
+    assert task_cpus(nodes, None) == 2  # the login node runs no task
+    assert task_cpus(nodes, 1) == 1 and task_cpus(nodes, 2) == 2
+
+
+def test_the_driver_refuses_a_task_some_worker_node_cannot_hold() -> None:
+    """A defence behind the launcher's check: every worker node computes in the calibration."""
+    nodes = [worker("login", 8), worker("hpc", 4), worker("cloud", 2)]
+    with pytest.raises(OptionError) as refused:
+        task_cpus(nodes, 3)
+    assert str(refused.value) == (
+        "--task-cpus: 3 CPUs per task, more than a worker node has (hpc 4, cloud 2)")

@@ -94,7 +94,8 @@ def test_the_table_and_the_figure_use_the_one_bound() -> None:
     span = figure.axes[0]
     [bound_line] = span.get_lines()
     assert numpy.asarray(bound_line.get_ydata(), dtype=float).tolist() == [4.0, 4.0]
-    assert sorted(t.get_text() for t in span.texts) == ["1.25× bound", "1.50× bound"]
+    assert [t.get_text() for t in span.get_xticklabels()] == [
+        "default\n1.25× bound", "data-aware\n1.50× bound"]
 
 
 def test_the_bound_pools_every_pass_and_the_default_runs_tasks_by_their_mean() -> None:

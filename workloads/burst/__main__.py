@@ -7,6 +7,7 @@ import sys
 
 from workloads.burst.experiment import run_experiment
 from workloads.burst.options import BURST_SPEC, BurstOptions
+from workloads.common.options import OptionError, fail
 from workloads.common.ray_session import ray_session
 
 FORWARDED_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
@@ -18,9 +19,13 @@ def worker_env() -> dict[str, str]:
 
 
 def run(options: BurstOptions) -> int:
+    """The experiment; a flag that does not fit the cluster it found is one line, exit 2."""
     env = worker_env() if options.s3_endpoint else {}
-    with ray_session(runtime_env={"env_vars": env} if env else None):
-        run_experiment(options, lambda line: print(line, flush=True))
+    try:
+        with ray_session(runtime_env={"env_vars": env} if env else None):
+            run_experiment(options, lambda line: print(line, flush=True))
+    except OptionError as error:
+        return fail(error)
     return 0
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import ray
 
 from vocab.burst import LABEL_ROLE, LABEL_SITE, ROLE_LOGIN, TRANSFER_RESOURCE
+from workloads.common.options import OptionError
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ def head_node(nodes: list[NodeInfo]) -> NodeInfo:
 
 
 def task_cpus(nodes: list[NodeInfo], requested: int | None) -> int:
-    """CPUs per task: as asked, else the smallest worker node's CPUs (one task per node)."""
+    """CPUs per task: as asked, else the smallest worker node's CPUs (one task per node).
+    Every worker node must hold one: each computes in the calibration, and Ray fails a task
+    pinned to a node too small for it (the launcher checks a lab's sizes before it starts)."""
     workers = [node for node in nodes if node.is_worker]
     if not workers:
         raise RuntimeError(
@@ -62,9 +65,9 @@ def task_cpus(nodes: list[NodeInfo], requested: int | None) -> int:
             f"{TRANSFER_RESOURCE} resource): nothing can run the tasks"
         )
     cpus = requested or min(node.cpus for node in workers)
-    if all(node.cpus < cpus for node in workers):
-        raise ValueError(
-            f"--task-cpus {cpus}: no worker node has that many CPUs "
+    if any(node.cpus < cpus for node in workers):
+        raise OptionError(
+            "--task-cpus", f"{cpus} CPUs per task, more than a worker node has "
             f"({', '.join(f'{n.role} {n.cpus}' for n in workers)})"
         )
     return cpus

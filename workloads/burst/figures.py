@@ -21,6 +21,11 @@ COLORS = {"transfer": "tab:orange", "compute": "tab:blue"}
 
 
 def gantt(records: list[dict[str, Any]], title: str, path: Path) -> Path:
+    return save_figure(gantt_plot(records, title), path)
+
+
+def gantt_plot(records: list[dict[str, Any]], title: str) -> plt.Figure:
+    """One lane per node: each task's transfer (above) and compute (below) as bars."""
     lanes = sorted({(r["site"], r["role"], r["node_ip"]) for r in records})
     figure, axes = plt.subplots(figsize=(9, 1.0 + 0.9 * len(lanes)))
     for lane, (site, role, ip) in enumerate(lanes):
@@ -42,9 +47,26 @@ def gantt(records: list[dict[str, Any]], title: str, path: Path) -> Path:
             )
     axes.set_yticks(range(len(lanes)), [f"{role} {ip}\n({site})" for site, role, ip in lanes])
     axes.set(xlabel="seconds since the first submission", title=title)
+    legend_beside(axes)
+    return figure
+
+
+def legend_beside(axes: plt.Axes) -> None:
+    """The legend right of the plotting area, outside it, one entry per label: it covers no
+    bar or point however long the run (the layout makes room for it)."""
     handles, labels = axes.get_legend_handles_labels()
-    axes.legend(dict(zip(labels, handles, strict=True)).values(), dict.fromkeys(labels))
-    return save_figure(figure, path)
+    unique = dict(zip(labels, handles, strict=True))
+    axes.legend(list(unique.values()), list(unique), loc="upper left",
+                bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9)
+
+
+def legend_below(panel: plt.Axes, key: plt.Axes) -> None:
+    """`panel`'s legend in `key`, an axes of its own below it (no frame, no ticks), so it
+    covers none of the panel's bars or lines whatever their heights."""
+    key.axis("off")
+    handles, labels = panel.get_legend_handles_labels()
+    key.legend(handles, labels, loc="upper center", ncols=2 if len(labels) > 2 else 1,
+               fontsize=8, borderaxespad=0.0)
 
 
 def draw(folder: Path) -> list[Path]:
@@ -74,19 +96,20 @@ def makespan_plot(summary: dict[str, Any]) -> plt.Figure:
     within on-prem) used during each run."""
     names = list(summary["runs"])
     runs = [summary["runs"][n] for n in names]
-    figure, (span, compute, cpu) = plt.subplots(1, 3, figsize=(13, 4.2))
-    bars = span.bar(names, [r["makespan_s"] for r in runs], color="tab:blue")
-    for bar, run in zip(bars, runs, strict=True):
-        if run["makespan_over_bound"] is not None:
-            span.annotate(f"{run['makespan_over_bound']:.2f}× bound",
-                          (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                          ha="center", va="bottom", fontsize=9)
+    figure, ((span, compute, cpu), keys) = plt.subplots(
+        2, 3, figsize=(13, 5.0), height_ratios=(4.2, 0.8))
+    span.bar(range(len(names)), [r["makespan_s"] for r in runs], color="tab:blue")
+    # each run's ratio under its name: above its bar the bound's line, close to the bar's
+    # top when the run is close to the bound, would cross it
+    span.set_xticks(range(len(names)), [
+        name if run["makespan_over_bound"] is None
+        else f"{name}\n{run['makespan_over_bound']:.2f}× bound"
+        for name, run in zip(names, runs, strict=True)])
     span.axhline(summary["lower_bound_s"], color="tab:red", linestyle="--",
                  label=f"lower bound {summary['lower_bound_s']:.1f} s (both schedulers)")
     span.set(ylabel="makespan (s)",
              title=f"{summary['workload']}, {summary['data']}, "
              f"{summary['bandwidth_mbit']} Mbit/s")
-    span.legend(loc="lower right", fontsize=8)
     sites = sorted({site for r in runs for site in r.get("compute_s_mean_by_site", {})})
     width = 0.8 / max(1, len(sites))
     for i, site in enumerate(sites):
@@ -99,7 +122,6 @@ def makespan_plot(summary: dict[str, Any]) -> plt.Figure:
                             label=f"{site} calibrated {calibrated:.2f} s")
     compute.set_xticks([x + width * (len(sites) - 1) / 2 for x in range(len(names))], names)
     compute.set(ylabel="mean compute time per task (s)", title="task compute time")
-    compute.legend(loc="lower right", fontsize=8)
     parts = [("scheduler", [r.get("scheduler_cpu_s") or 0.0 for r in runs])]
     sites_measured = [site for site in ("onprem", "cloud")
                       if any(site in r.get("site_cpu_s", {}) for r in runs)]
@@ -114,12 +136,17 @@ def makespan_plot(summary: dict[str, Any]) -> plt.Figure:
     cpu.set_xticks([x + width * (len(parts) - 1) / 2 for x in range(len(names))], names)
     cpu.set(ylabel="CPU seconds during the run",
             title="CPU used (the scheduler runs on-prem)")
-    cpu.legend(loc="lower right", fontsize=8)
+    for panel, key in zip((span, compute, cpu), keys, strict=True):
+        legend_below(panel, key)
     return figure
 
 
 def draw_sweep(folder: Path, summaries: list[dict[str, Any]]) -> Path:
-    figure, axes = plt.subplots(figsize=(6, 4))
+    return save_figure(sweep_plot(summaries), folder / "makespan_vs_bandwidth.png")
+
+
+def sweep_plot(summaries: list[dict[str, Any]]) -> plt.Figure:
+    figure, axes = plt.subplots(figsize=(7.5, 4))
     bandwidths = [s["bandwidth_mbit"] for s in summaries]
     for name in dict.fromkeys(n for s in summaries for n in s["runs"]):
         points = [
@@ -133,6 +160,6 @@ def draw_sweep(folder: Path, summaries: list[dict[str, Any]]) -> Path:
     axes.set(
         xlabel="cross-site bandwidth (Mbit/s)", ylabel="makespan (s)", title="Makespan vs bandwidth"
     )
-    axes.legend()
-    return save_figure(figure, folder / "makespan_vs_bandwidth.png")
+    legend_beside(axes)
+    return figure
 
