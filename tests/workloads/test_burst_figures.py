@@ -34,13 +34,13 @@ def records(tasks: int, compute_s: float, transfer_s: float) -> list[dict[str, A
         cloud = i % 2 == 1
         slot = i // 2
         start = slot * (compute_s + (transfer_s if cloud else 0.0))
-        row = {"task": f"t{i}", "site": "cloud" if cloud else "onprem",
+        compute_start = start + (transfer_s if cloud else 0.0)
+        row: dict[str, Any] = {"task": f"t{i}", "site": "cloud" if cloud else "onprem",
                "role": "cloud" if cloud else "hpc",
                "node_ip": "198.18.1.1" if cloud else "198.18.0.2",
                "transfer_start": start if cloud else None,
                "transfer_end": start + transfer_s if cloud else None,
-               "compute_start": start + (transfer_s if cloud else 0.0)}
-        row["compute_end"] = row["compute_start"] + compute_s
+               "compute_start": compute_start, "compute_end": compute_start + compute_s}
         rows.append(row)
     return rows
 
@@ -82,6 +82,7 @@ def assert_legends_clear_of_data(figure: plt.Figure, tmp_path: Path, legends: in
 def test_the_gantt_legend_covers_no_bar(tmp_path: Path, scale: float) -> None:
     figure = gantt_plot(records(48, 0.9 * scale, 0.3 * scale), "default: image / nfs")
     [legend] = [axes.get_legend() for axes in figure.axes]
+    assert legend is not None
     assert [text.get_text() for text in legend.get_texts()] == ["transfer", "compute"]
     assert_legends_clear_of_data(figure, tmp_path, legends=1)
 
