@@ -6,6 +6,7 @@ job record planted in the store) coming back each time and finishing the job."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -145,6 +146,11 @@ def busy_workers() -> list[dict[str, Any]]:
     return [w for w in call("members")["workers"] if w["state"] == "busy" and w["pid"]]
 
 
+def victims_holding(names: set[str]) -> dict[str, tuple[str | None, int | None]]:
+    return {w["name"]: (w["job"], w["sub_job"]) for w in call("members")["workers"]
+            if w["name"] in names}
+
+
 def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_twice(
         running_service: Callable[..., Storage], bundle: Bundle, lab: SpotLab,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,9 +162,24 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         job["progress"] > 0.2 for job in status["jobs"].values()), 120.0, "both jobs 20 % done")
     victims = wait_until(lambda: busy_workers()[:2] if len(busy_workers()) >= 2 else None,
                        20.0, "two busy workers")
+    for victim in victims:  # frozen: neither can finish the sub-job it is on
+        os.kill(victim["pid"], signal.SIGSTOP)
+    frozen_at = time.time()
+    # what each frozen victim holds, once an answer it sent before the freeze has arrived
+    names = {victim["name"] for victim in victims}
+    holding = wait_until(lambda: (now := victims_holding(names)) == victims_holding(names)
+                         and now, 10.0, "the frozen victims' sub-jobs settled")
+    held = [(name, job, sub_job) for name, (job, sub_job) in holding.items()
+            if sub_job is not None]
+    coordinator = ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE)
+    answer: Any = ray.get(coordinator.__ray_call__.remote(lambda _: os.getpid()))
+    coordinator_pid = int(answer)
+    os.kill(coordinator_pid, signal.SIGSTOP)
+    # the worker record as a coordinator killed in the middle of writing it leaves it
+    store.write_bytes("service/workers.json", b"")
     for victim in victims:  # the same moment, each in the middle of a sub-job
         os.kill(victim["pid"], signal.SIGKILL)
-    ray.kill(ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE), no_restart=False)
+    os.kill(coordinator_pid, signal.SIGKILL)  # Ray restarts it
 
     # job-status keeps answering: the restarted coordinator resumed from the store (the kill
     # is asynchronous: the first answers may still come from the first incarnation)
@@ -181,10 +202,31 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         assert merged["answered"] == job["queries"] == len(queries)
         assert merged["predictions"] == [model.predict_one(q) for q in queries]
         assert job["accuracy"] > 0.9
+    # every sub-job a victim held ran again (its part was written after the victim froze)
+    # and is counted as re-run, though the coordinator that saw the victims die is not the
+    # one that queued them again; only dead workers' sub-jobs are counted
+    reran = [(name, job, sub_job) for name, job, sub_job in held
+             if json.loads(store.read_bytes(f"jobs/{final[job]['run_id']}/parts/"
+                                            f"{sub_job:06d}.json"))["finished_at"] > frozen_at]
+    assert reran, f"no victim was caught in the middle of a sub-job: {victims} {held}"
+    assert final["small"]["reruns"] + final["large"]["reruns"] >= len(reran)
+    for size in ("small", "large"):
+        counted = [name for name in store.names()
+                   if name.startswith(f"jobs/{final[size]['run_id']}/reruns/")]
+        assert len(counted) == final[size]["reruns"]
+        for name, job, sub_job in reran:
+            if job == size:
+                assert f"jobs/{final[size]['run_id']}/reruns/{sub_job:06d}.{name}" in counted
+        assert not {name.rpartition(".")[2] for name in counted} & {
+            w["name"] for w in call("members")["workers"]}
     live = wait_until(lambda: (lambda up: up if len(up) == 4 else None)(
         [w for w in call("members")["workers"] if w["state"] in ("idle", "busy")]),
         60.0, "two replacement workers")
     assert not {w["pid"] for w in live} & {v["pid"] for v in victims}
+    # the survivors were found again, not left running beside workers made in their name
+    running = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+               if a["namespace"] == NAMESPACE and a["name"] != COORDINATOR_NAME}
+    assert running == {w["name"] for w in live}
 
 
 def _status_or_none() -> dict[str, Any] | None:
@@ -195,8 +237,6 @@ def _status_or_none() -> dict[str, Any] | None:
 
 
 def _read_output(store: Storage, run_id: str) -> dict[str, Any]:
-    import json
-
     return dict(json.loads(store.read_bytes(f"jobs/{run_id}/output.json")))
 
 

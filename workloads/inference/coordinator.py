@@ -9,8 +9,14 @@ finished sub-job is a part under `jobs/<run id>/parts/`, written by the worker b
 answers, carrying the id of every query it answered. A sub-job is done exactly when its part
 exists; the merged output reads each part once, in order, so a sub-job re-run after a worker
 or the coordinator died is still counted once. In-flight sub-jobs of a dead incarnation are
-simply queued again. A job's runs are removed with it (job-remove), and a finished run when
-the job starts afresh.
+queued again. Before it gives a worker a sub-job the coordinator claims it in the store
+(`jobs/<run id>/claims/<sub-job>.<worker>`), so whichever incarnation finds that worker dead
+knows what it held; each such re-run is recorded as `jobs/<run id>/reruns/<sub-job>.<worker>`,
+so the count outlives the incarnation that saw the death, and two incarnations that both see
+it count it once. Workers are found again by name among the live actors of the service's
+namespace, not only from `service/workers.json`: a coordinator killed while it writes that
+file, or between creating a worker and recording it, leaves none running unknown. A job's
+runs are removed with it (job-remove), and a finished run when the job starts afresh.
 
 What it loads is checked as a command is: a stored job that does not pass is reported
 (`job-status`, the actor's log) and skipped, never fatal; job-remove deletes it.
@@ -34,11 +40,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorError
 
 from vocab.errors import one_line
 from vocab.spot import SPOT_RESOURCE
@@ -120,10 +127,15 @@ class Job:
     pending: deque[int] = field(default_factory=deque)
     completions: list[tuple[float, int, float]] = field(default_factory=list)
     duplicates: int = 0
-    reruns: int = 0
+    reran: set[str] = field(default_factory=set)
+    """Sub-jobs run again after their worker died, as `<sub-job>.<worker>` (rerun_key)."""
 
     PERSISTED = ("name", "model", "testset", "labels", "batch_size", "queries", "state",
                  "run_id", "added_at", "started_at", "finished_at", "error")
+
+    @property
+    def reruns(self) -> int:
+        return len(self.reran)
 
     @property
     def sub_jobs(self) -> int:
@@ -173,6 +185,23 @@ class Job:
         return cls(name, *added.job.files(), added.job.batch_size, queries, record["state"],
                    run_id, float(record["added_at"]), record["started_at"],
                    record["finished_at"], record["error"])
+
+
+def rerun_key(sub_job: int, worker: str) -> str:
+    """The name of a sub-job's claim or re-run marker: `<sub-job>.<worker>`."""
+    return f"{sub_job:06d}.{worker}"
+
+
+def parse_rerun_key(key: str) -> tuple[int, str] | None:
+    index, _, worker = key.partition(".")
+    if not (len(index) == 6 and index.isdigit() and _worker_number(worker) is not None):
+        return None
+    return int(index), worker
+
+
+def _worker_number(name: str) -> int | None:
+    number = name.removeprefix(WORKER_PREFIX)
+    return int(number) if name.startswith(WORKER_PREFIX) and number.isdigit() else None
 
 
 def new_run_id(name: str) -> str:
@@ -248,7 +277,12 @@ class Coordinator:
         self.scheduler = Scheduler(self.settings.policy)
         self.inflight: dict[Any, InFlight] = {}
         self.pings: dict[Any, str] = {}
+        self.orphans: dict[str, list[tuple[str, str, int]]] = {}
+        """Live workers' claims an earlier incarnation left unanswered: worker -> (job, run id,
+        sub-job). A worker finishes what it holds before it answers a ping; if it dies
+        instead, each one was in flight on it and is counted as re-run."""
         self.next_worker = 0
+        self.claims = ThreadPoolExecutor(max_workers=8, thread_name_prefix="claims")
         self.rebalanced_at = 0.0
         self.drain_checked_at = 0.0
         self.shares_log: list[dict[str, Any]] = []
@@ -301,7 +335,8 @@ class Coordinator:
 
     def _resume(self) -> None:
         """Jobs from their records (each checked; a bad one is reported and skipped), their
-        done sub-jobs from the parts (the runs' folder listed once), workers by name."""
+        done sub-jobs, claims and re-runs from the runs' folder (listed once), the live
+        workers; a sub-job a dead worker claimed and did not answer is counted as re-run."""
         for file in self.records.names():
             name = file.removesuffix(".json")
             try:
@@ -314,33 +349,58 @@ class Coordinator:
                 continue
             self.jobs[name] = job
         by_run = {job.run_id: job for job in self.jobs.values() if job.run_id}
+        claims: dict[str, list[tuple[int, str]]] = {}
         for entry in self.runs.names():
             run_id, _, rest = entry.partition("/")
-            if run_id in by_run and rest.startswith("parts/"):
+            if run_id not in by_run:
+                continue
+            folder, _, key = rest.partition("/")
+            if folder == "parts":
                 self._load_part(by_run[run_id], entry)
+            elif folder == "claims" and (claim := parse_rerun_key(key)) is not None:
+                claims.setdefault(run_id, []).append(claim)
+            elif folder == "reruns" and parse_rerun_key(key) is not None:
+                by_run[run_id].reran.add(key)
+        self._find_workers([worker for run in claims.values() for _, worker in run])
         for name, job in self.jobs.items():
             if job.state == "running":
                 if len(job.done) == job.sub_jobs:
                     self._finish(job)
-                else:
-                    job.pending = deque(i for i in range(job.sub_jobs) if i not in job.done)
-                    self.scheduler.admit(name)
+                    continue
+                job.pending = deque(i for i in range(job.sub_jobs) if i not in job.done)
+                self.scheduler.admit(name)
+                for sub_job, worker in claims.get(job.run_id, []):
+                    if sub_job in job.done:
+                        continue
+                    if worker in self.workers:  # known when it answers its ping
+                        self.orphans.setdefault(worker, []).append(
+                            (name, job.run_id, sub_job))
+                    else:
+                        self._count_rerun(job, sub_job, worker)
+
+    def _find_workers(self, claimants: list[str]) -> None:
+        """Every live worker of this service: those `service/workers.json` names and those
+        Ray knows in the namespace (created by an incarnation that died before it recorded
+        them, or whose record was torn by its death). New names follow every name used."""
         recorded = self._read_json(WORKERS_FILE, {})
         names = recorded.get("names") if isinstance(recorded, dict) else None
         following = recorded.get("next") if isinstance(recorded, dict) else None
         if isinstance(following, int) and not isinstance(following, bool) and following >= 0:
             self.next_worker = following
-        for name in names if isinstance(names, list) else []:
-            if not (isinstance(name, str) and name.startswith(WORKER_PREFIX)
-                    and name[len(WORKER_PREFIX):].isdigit()):
-                continue
-            self.next_worker = max(self.next_worker, int(name[len(WORKER_PREFIX):]) + 1)
+        live = [actor["name"] for actor in ray.util.list_named_actors(all_namespaces=True)
+                if actor["namespace"] == NAMESPACE]
+        candidates = [name for name in (names if isinstance(names, list) else []) + live
+                      if isinstance(name, str) and _worker_number(name) is not None]
+        for name in dict.fromkeys(candidates + claimants):
+            self.next_worker = max(self.next_worker, (_worker_number(name) or 0) + 1)
+        for name in dict.fromkeys(candidates):
             try:
                 handle = ray.get_actor(name, namespace=NAMESPACE)
             except ValueError:
                 continue  # it died with its node meanwhile
             self.workers[name] = WorkerSlot(name, handle)
             self.pings[handle.ping.remote()] = name
+        self._save_workers()
 
     def _skip(self, name: str, reason: str) -> None:
         self.skipped[name] = reason
@@ -407,21 +467,27 @@ class Coordinator:
                 slot.state = "draining"  # no new sub-job; a busy one finishes its own
 
     def _ensure_workers(self) -> None:
+        """Replacements up to the asked number. Each name is recorded as used before its
+        worker exists, so no incarnation makes it again; one this incarnation does not know
+        (made by another, e.g. one that died before it recorded its workers) is taken over,
+        never made twice."""
         live = [s for s in self.workers.values() if s.state in ("starting", "idle", "busy")]
-        created = False
         for _ in range(self.settings.workers - len(live)):
             name = f"{WORKER_PREFIX}{self.next_worker}"
             self.next_worker += 1
+            self._save_workers()
             resources = ({self.settings.worker_resource: self.settings.worker_cpus}
                          if self.settings.worker_resource else {})
-            handle = start_actor(
-                InferenceWorker, name, self.settings.store, self.settings.s3_endpoint,
-                options={"name": name, "namespace": NAMESPACE, "lifetime": "detached",
-                         "num_cpus": self.settings.worker_cpus, "resources": resources})
+            try:
+                handle = start_actor(
+                    InferenceWorker, name, self.settings.store, self.settings.s3_endpoint,
+                    options={"name": name, "namespace": NAMESPACE, "lifetime": "detached",
+                             "num_cpus": self.settings.worker_cpus, "resources": resources})
+            except ActorAlreadyExistsError:
+                handle = ray.get_actor(name, namespace=NAMESPACE)
+                print(f"coordinator: took over the running worker {name}", flush=True)
             self.workers[name] = WorkerSlot(name, handle)
             self.pings[handle.ping.remote()] = name
-            created = True
-        if created:
             self._save_workers()
 
     def _ping_idle(self, now: float) -> None:
@@ -434,6 +500,11 @@ class Coordinator:
                 self.pings[slot.handle.ping.remote()] = slot.name
 
     def _dispatch(self) -> None:
+        """Free workers get sub-jobs. Each is claimed in the store before its worker gets it
+        (`<run id>/claims/<sub-job>.<worker>`), so whichever incarnation finds that worker
+        dead knows what it held; a round's claims are written together."""
+        planned: list[tuple[WorkerSlot, Job, int, int]] = []
+        now = time.time()
         for slot in self.workers.values():
             if slot.state != "idle":
                 continue
@@ -441,18 +512,29 @@ class Coordinator:
                        if job.state == "running" and job.pending]
             name = self.scheduler.pick(waiting)
             if name is None:
-                return
+                break
             job = self.jobs[name]
             index = job.pending.popleft()
-            first = index * job.batch_size
-            count = min(job.batch_size, job.queries - first)
-            task = {"run_id": job.run_id, "sub_job": index, "first": first, "count": count,
-                    "model": job.model, "testset": job.testset}
+            count = min(job.batch_size, job.queries - index * job.batch_size)
             self.scheduler.charge(name, count)
+            slot.state, slot.job, slot.sub_job, slot.since = "busy", name, index, now
+            planned.append((slot, job, index, count))
+        if not planned:
+            return
+        try:
+            list(self.claims.map(lambda plan: self.runs.write_bytes(
+                f"{plan[1].run_id}/claims/{rerun_key(plan[2], plan[0].name)}", b""), planned))
+        except Exception:  # the store failed: nothing was given out
+            for slot, job, index, count in reversed(planned):
+                job.pending.appendleft(index)
+                self.scheduler.charge(job.name, -count)
+                slot.state, slot.job, slot.sub_job = "idle", None, None
+            raise
+        for slot, job, index, count in planned:
+            task = {"run_id": job.run_id, "sub_job": index, "first": index * job.batch_size,
+                    "count": count, "model": job.model, "testset": job.testset}
             ref = slot.handle.run.remote(task)
-            self.inflight[ref] = InFlight(slot.name, name, job.run_id, index, time.time(),
-                                          count)
-            slot.state, slot.job, slot.sub_job, slot.since = "busy", name, index, time.time()
+            self.inflight[ref] = InFlight(slot.name, job.name, job.run_id, index, now, count)
 
     def _time_out(self, now: float) -> None:
         """A hung worker (the original waited forever) is killed; its sub-job runs again."""
@@ -475,6 +557,7 @@ class Coordinator:
                 self._worker_died(slot)
                 return
             slot.node_id, slot.pid = info["node_id"], info["pid"]
+            self.orphans.pop(name, None)  # it finished what it held before it answered
             if slot.state == "starting":
                 slot.state, slot.since = "idle", time.time()
             return
@@ -489,7 +572,7 @@ class Coordinator:
                 self.scheduler.charge(job.name, -flight.queries)
                 if job.state == "running" and flight.sub_job not in job.done:
                     job.pending.appendleft(flight.sub_job)
-                    job.reruns += 1
+                    self._count_rerun(job, flight.sub_job, slot.name)
             return
         except Exception as error:  # the sub-job itself failed: the job cannot go on
             slot.state, slot.job, slot.sub_job = "idle", None, None
@@ -519,6 +602,23 @@ class Coordinator:
         if slot.state != "dead":
             slot.state, slot.since = "dead", time.time()
             self._save_workers()
+        for name, run_id, sub_job in self.orphans.pop(slot.name, []):
+            job = self.jobs.get(name)
+            if job is not None and job.run_id == run_id and sub_job not in job.done:
+                self._count_rerun(job, sub_job, slot.name)
+
+    def _count_rerun(self, job: Job, sub_job: int, worker: str) -> None:
+        """`sub_job` runs again because `worker` died holding it: recorded in the store, so
+        the count outlives this incarnation, and named by both, so it is counted once."""
+        key = rerun_key(sub_job, worker)
+        if key in job.reran:
+            return
+        job.reran.add(key)
+        try:
+            self._write_json(f"{job.run_id}/reruns/{key}", {"at": time.time()}, self.runs)
+        except Exception as error:  # counted here; a later incarnation may miss it
+            print(f"coordinator: recording the re-run {job.name}#{sub_job}: "
+                  f"{one_line(error)}", flush=True)
 
     def _finish(self, job: Job) -> None:
         """Merge the parts in order (each answer with its query id), score against the
@@ -627,7 +727,7 @@ class Coordinator:
                                           finished_at=None)
             if fresh:  # a new run: no parts yet
                 started = dataclasses.replace(started, run_id=new_run_id(job.name), done={},
-                                              completions=[], duplicates=0, reruns=0,
+                                              completions=[], duplicates=0, reran=set(),
                                               error=None)
             started.pending = deque(i for i in range(started.sub_jobs)
                                     if i not in started.done)
