@@ -8,8 +8,7 @@ Flags are named for the lab (`--spot`, `--warning`, `--lab-seed`), so a workload
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, make_dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from spotlab.config import (
     DEFAULT_COMPRESSION,
@@ -124,19 +123,3 @@ class SpotLabOptions:
 
 
 LAB_SPEC = OptionSpec(SpotLabOptions)
-
-
-def lab_spec(name: str, **defaults: Any) -> OptionSpec[SpotLabOptions]:
-    """LAB_SPEC with other defaults for one workload's task (same flags, help and rules):
-    e.g. a slower preemption chain where a restart takes tens of seconds."""
-    unknown = set(defaults) - {item.name for item in fields(SpotLabOptions)}
-    if unknown:
-        raise TypeError(f"not lab options: {sorted(unknown)}")
-    changed = [
-        (item.name, item.type, field(default=defaults[item.name], metadata=item.metadata))
-        for item in fields(SpotLabOptions)
-        if item.name in defaults
-    ]
-    options = make_dataclass(name, changed, bases=(SpotLabOptions,), frozen=True, kw_only=True)
-    options.__doc__ = SpotLabOptions.__doc__
-    return OptionSpec(options)
