@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curve-every", type=int, default=500,
                         help="env steps per line of the return curves")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path,
+                        help="also write the report (markdown) to this file")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args(argv)
     load_before = [round(value, 2) for value in os.getloadavg()]
@@ -237,25 +239,36 @@ def main(argv: list[str] | None = None) -> int:
                Target("preemptions in the preempted runs",
                       sum(run["preemptions"] for run in runs["with"]), 1, at_most=False)]
     made = {**machine(), "load_average_before": load_before}
-    print(f"\n{header(made)}; load average before: "
-          f"{' / '.join(f'{v:g}' for v in load_before)}")
-    print(f"SAC on Pendulum-v1, seed {args.seed}, {args.runners} env runners, "
-          f"{args.steps} env steps, {args.steps_per_iteration} per iteration")
-    print(table(done))
-    print(f"\nwall time ratio {compared['ratio']:.3f} (of the sums; per pair "
-          f"{', '.join(f'{ratio:.3f}' for ratio in pairs)}); bound {compared['bound']:.3f} "
-          f"({compared['capacity_removed_runner_s']:.1f} runner-seconds of sampling removed "
-          f"by {targets[1].measured:g} preemptions)")
     extra = compared["extra_s"]
-    print(f"extra wall time {extra['wall_time_s']:+.1f} s: learner updating "
-          f"{extra['learner_update_s']:+.1f} s, waiting for samples "
-          f"{extra['learner_wait_s']:+.1f} s, other {extra['other_s']:+.1f} s")
-    print("\nPer preemption (seconds):")
-    print(phase_table([row for run in runs["with"] for row in run["phases"]]))
-    print(f"\nMean evaluation return per {args.curve_every} env steps, same seed:")
-    print(curves_side_by_side([runs["without"][0], runs["with"][0]], args.curve_every))
-    print()
-    print(targets_text(targets))
+    text = "\n".join([
+        f"{header(made)}; load average before: {' / '.join(f'{v:g}' for v in load_before)}",
+        "",
+        "```",
+        f"SAC on Pendulum-v1, seed {args.seed}, {args.runners} env runners, "
+        f"{args.steps} env steps, {args.steps_per_iteration} per iteration",
+        table(done),
+        "",
+        f"wall time ratio {compared['ratio']:.3f} (of the sums; per pair "
+        f"{', '.join(f'{ratio:.3f}' for ratio in pairs)}); bound {compared['bound']:.3f} "
+        f"({compared['capacity_removed_runner_s']:.1f} runner-seconds of sampling removed "
+        f"by {targets[1].measured:g} preemptions)",
+        f"extra wall time {extra['wall_time_s']:+.1f} s: learner updating "
+        f"{extra['learner_update_s']:+.1f} s, waiting for samples "
+        f"{extra['learner_wait_s']:+.1f} s, other {extra['other_s']:+.1f} s",
+        "",
+        "Per preemption (seconds):",
+        phase_table([row for run in runs["with"] for row in run["phases"]]),
+        "",
+        f"Mean evaluation return per {args.curve_every} env steps, same seed:",
+        curves_side_by_side([runs["without"][0], runs["with"][0]], args.curve_every),
+        "",
+        targets_text(targets),
+        "```",
+    ])
+    print("\n" + text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({

@@ -25,7 +25,12 @@ def test_a_run_gets_its_own_lab_and_leaves_nothing_behind(
     config = SpotLabConfig(spot=1, on_demand=0, alpha=1.0, seed=3)
     run = WorkloadRun(name="doll", module="workloads.doll", args=TINY_DOLL_ARGS)
     shown: list[str] = []
-    out = run_workload(run, out=tmp_path / "results", show=shown.append, lab=config)
+
+    def show(line: str) -> None:  # printed too: a failed job's log is in pytest's report
+        shown.append(line)
+        print(line)
+
+    out = run_workload(run, out=tmp_path / "results", show=show, lab=config)
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["target"].startswith("spotlab:")
