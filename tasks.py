@@ -61,6 +61,7 @@ from launch.options import (
     TwoSiteLabOptions,
 )
 from launch.preempt import PREEMPT_SPEC, PreemptOptions
+from launch.task_help import allow_help_before_positionals
 from procs import sigterm_raises_interrupt
 from procs.journal import take_removed
 from spotlab.options import LAB_SPEC, SpotLabOptions
@@ -82,6 +83,8 @@ from workloads.inference.options import (
 from workloads.rl.options import RL_EVALUATE_SPEC, RL_SPEC, RlEvaluateOptions, RlOptions
 
 INTERRUPTED_EXIT_CODE = 130
+
+allow_help_before_positionals()
 
 
 def _ended(error: BaseException) -> Exit:

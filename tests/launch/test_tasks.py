@@ -158,3 +158,30 @@ def test_run_task_help_lists_every_flag_with_its_default() -> None:
     assert "-k" in flags  # invoke spells a one-letter flag so; the workload takes -k and --k
     assert not [flag for flag in flags if flag.startswith("--=")], flags
     assert "(default: 16)" in shown
+
+
+def test_help_after_any_task_prints_its_help_and_runs_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from invoke import Collection, Program
+
+    program = Program(namespace=Collection.from_module(tasks), binary="invoke")
+    for attribute, task_object in _tasks().items():
+        name = attribute.replace("_", "-")
+        for flag in ("--help", "-h"):
+            program.run(["invoke", name, flag], exit=False)
+            shown = capsys.readouterr()
+            assert shown.out.startswith(f"Usage: invoke [--core-opts] {name} "), (name, flag)
+            assert shown.err == "", (name, flag, shown.err)
+        if task_object.positional:  # with some positional arguments given
+            program.run(["invoke", name, "x", "--help"], exit=False)
+            assert capsys.readouterr().out.startswith(f"Usage: invoke [--core-opts] {name} ")
+
+
+@pytest.mark.subprocess
+def test_help_after_a_task_with_positional_arguments_as_users_type_it() -> None:
+    shown = subprocess.run([*INVOKE, "files-get", "--help"], cwd=PROJECT_DIR,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "Get a file from the service's file store" in shown.stdout
+    assert "--name" in shown.stdout and "--local" in shown.stdout
