@@ -19,7 +19,8 @@ from workloads.common.storage import LocalStorage
 
 def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
     config = BurstOptions(
-        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96
+        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96,
+        calibration_tasks=1,
     )
     first = ensure_inputs(config, LocalStorage(tmp_path / "a"), say=lambda line: None)
     second = ensure_inputs(config, LocalStorage(tmp_path / "b"), say=lambda line: None)
@@ -32,7 +33,8 @@ def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
     assert ensure_inputs(config, LocalStorage(tmp_path / "a"), say=said.append) == first
     assert said and said[0].startswith("inputs: reusing 3 tasks")
     other = BurstOptions(
-        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96, seed=1
+        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96, seed=1,
+        calibration_tasks=1,
     )
     assert ensure_inputs(other, LocalStorage(tmp_path / "a"), say=lambda line: None) != first
     assert (tmp_path / "a" / MANIFEST).is_file()
@@ -85,6 +87,12 @@ def test_the_gradient_matches_finite_differences() -> None:
         (["--data", "s3"], "--bucket: needed with --data s3, got none"),
         (["--task-cpus", "-1"], "--task-cpus: expected an integer ≥ 1, got '-1'"),
         (["--bandwidth-mbit", "0"], "--bandwidth-mbit: expected a number > 0, got '0'"),
+        (["--images", "3"],  # one of the 3 computes untimed: at most 2 are timed
+         "--calibration-tasks: at most 2 with 3 tasks (each node computes one of them untimed "
+         "first)"),
+        (["--workload", "param-server", "--directories", "5", "--calibration-tasks", "5"],
+         "--calibration-tasks: at most 4 with 5 tasks (each node computes one of them untimed "
+         "first)"),
     ],
 )
 def test_bad_flags_are_named(argv: list[str], message: str) -> None:

@@ -122,6 +122,10 @@ class BurstOptions:
             raise OptionError(flag, f"the inputs would hold {self.input_pixel_bytes / GB:.0f} GB "
                               f"of pixels, more than the {MAX_INPUT_PIXEL_BYTES / GB:.0f} GB a "
                               f"run generates and moves; use fewer or smaller images")
+        timed = max(self.tasks - 1, 1)  # one task computes untimed first
+        if self.calibration_tasks > timed:
+            raise OptionError("--calibration-tasks", f"at most {timed} with {self.tasks} tasks "
+                              f"(each node computes one of them untimed first)")
 
     @property
     def input_pixel_bytes(self) -> int:
