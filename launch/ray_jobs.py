@@ -85,6 +85,9 @@ _STARTS_TRACE = re.compile(
     r"^(\*\*\* (SIG\w+ received at time=|Check failure stack trace|StackTrace Information"
     r"|Aborted at)|PC: @\s+0x|@\s+0x[0-9a-f]+\s|\S*\(\S*\+0x[0-9a-f]+\) \[0x[0-9a-f]+\]"
     r"|Raylet is terminated\.)|Check failed:")
+# The raylet's note that it started many worker processes: a workload of many actors on few
+# CPUs (DOLL's fleet on 2 cores) meets it by design, so it is kept out of the user's view.
+_WORKER_POOL_WARNING = re.compile(r"^WARNING: \d+ \w+ worker processes have been started on ")
 
 
 def ray_trace_line(line: str, in_block: bool) -> bool:
@@ -92,11 +95,14 @@ def ray_trace_line(line: str, in_block: bool) -> bool:
     a fatal signal's report (`*** SIGTERM received at time=... ***`, `PC: @ 0x...`), its
     stack frames (`@ 0x... main`, `raylet(+0x45c44c) [0x...] ray::rpc::GrpcServer::Run()`),
     a failed check (`Check failed: ...`, `*** StackTrace Information ***`) or the raylet's
-    death notice (`Raylet is terminated. ...`, then its indented last log lines), with
+    death notice (`Raylet is terminated. ...`, then its indented last log lines), or the
+    raylet's warning that it started many worker processes (a line of its own), with
     Ray's prefixes (colour codes, `(raylet) `, a glog header) or without. `in_block`: whether
     the line before belonged to one; blank and indented lines continue a block."""
     text = _ANSI.sub("", line)
     text = _SOURCE.sub("", text)
+    if _WORKER_POOL_WARNING.match(text):
+        return True
     if in_block and (not text.strip() or text.startswith(("    ", "\t"))):
         return True
     text = _GLOG.sub("", text.strip()).strip()
@@ -120,7 +126,7 @@ class RayTraceDiverter:
             return
         if not self.diverted:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.show(f"(Ray's own crash output, C++ stack traces among it, is in {self.path})")
+            self.show(f"(Ray's own crash output and worker-pool warnings are in {self.path})")
         self.diverted += 1
         with self.path.open("a") as out:
             out.write(line + "\n")

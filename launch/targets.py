@@ -17,7 +17,7 @@ import procs
 from launch import pulumi_cli
 from launch.port_forward import port_forward, private_file, read_secret
 from launch.preempt import scheduled, stack_preemptions
-from launch.ray_jobs import ClusterUnreachable, run_job
+from launch.ray_jobs import ClusterUnreachable, RayTraceDiverter, run_job
 from launch.requirements import pinned_requirements
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from launch.working_dir import CODE_PACKAGES, staged_working_dir
@@ -38,7 +38,8 @@ from workloads.common.transport import find_in_log
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
 RAY_TRACES = "ray-traces.log"
-"""<out>/ray-traces.log: Ray's own crash output during the run, kept out of the terminal."""
+"""<out>/ray-traces.log: Ray's own crash output and worker-pool warnings during the run, kept
+out of the terminal."""
 LAB_RECORD = "spotlab"
 """<out>/spotlab/{config.json,events.jsonl,preemptions.jsonl}: the lab a run had, and what
 became of each of its interruptions (vocab/preemptions.py's fields)."""
@@ -130,7 +131,8 @@ def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = p
     command = [sys.executable, *run.command(str(local_out), "local", inputs)]
     marker = f"run-{secrets.token_hex(4)}"
     try:
-        code, _ = procs.follow(command, shown, timeout_s=LOCAL_RUN_TIMEOUT_S,
+        code, _ = procs.follow(command, RayTraceDiverter(shown, local_out / RAY_TRACES),
+                               timeout_s=LOCAL_RUN_TIMEOUT_S,
                                stalled=lambda: watchdog.remaining_s() <= 0,
                                name=run.module, env={MARKER_ENV: marker, "PYTHONUNBUFFERED": "1"},
                                cwd=PROJECT_DIR)

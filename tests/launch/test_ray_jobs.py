@@ -73,6 +73,20 @@ def test_a_block_starts_at_a_failed_check_or_a_signal_report(line: str) -> None:
     assert ray_trace_line(line, in_block=False)
 
 
+def test_the_raylets_worker_pool_warning_is_diverted_alone() -> None:
+    """As a DOLL run on 2 cores prints it (its fleet of 20 actors, by design)."""
+    warning = ("\x1b[33m(raylet)\x1b[0m WARNING: 8 PYTHON worker processes have been started "
+               "on node: fe98ede761b7edde04d140ead27071a056b70be47614e7f881bcf8ed with address: "
+               "192.0.2.2, which is 4x the maximum expected startup concurrency (2). This could "
+               "be a result of using a large number of actors, tasks blocked in ray.get() calls, "
+               "or tasks with fractional CPU requests (e.g., num_cpus=0.1) allowing high "
+               "concurrency. See https://github.com/ray-project/ray/issues/3644 for some "
+               "discussion of workarounds.")
+    lines = ["stream workers: 12/20 up (4 spares)", warning, "stream workers: 15/20 up (4 spares)"]
+    assert without_ray_traces(lines) == [lines[0], lines[2]]
+    assert not ray_trace_line("WARNING: the deadline was missed by 2 s", in_block=False)
+
+
 @pytest.mark.parametrize("line", [
     "elastic: step 40/300 on 3 workers",
     "    File \"train.py\", line 3, in <module>",  # indented, but no block is open
@@ -89,7 +103,7 @@ def test_the_diverter_writes_the_blocks_to_the_file_and_says_so_once(tmp_path: P
     for line in lines:
         diverter(line)
     notices = [line for line in shown if "Ray's own crash output" in line]
-    assert notices == [f"(Ray's own crash output, C++ stack traces among it, is in "
+    assert notices == [f"(Ray's own crash output and worker-pool warnings are in "
                        f"{tmp_path / 'run' / 'ray-traces.log'})"]
     assert len(shown) == 11 and diverter.diverted == 25
     assert (tmp_path / "run" / "ray-traces.log").read_text().count("\n") == 25
