@@ -28,7 +28,7 @@ from launch.options import TargetOptions
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
-from workloads.common.storage import Storage, open_storage
+from workloads.common.storage import Storage, open_storage, write_atomically
 from workloads.inference.endpoint import (
     COMMAND_TIMEOUT_S,
     EndpointUnreachable,
@@ -109,13 +109,8 @@ class ServiceRecord:
                                "infer-up again") from None
 
     def save(self) -> None:
-        path = state_dir() / RECORD_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(json.dumps(self.__dict__, indent=2))
-        scratch.replace(path)
+        write_atomically(state_dir() / RECORD_NAME, json.dumps(self.__dict__, indent=2).encode(),
+                         private=True)
 
     def storage(self) -> Storage:
         return open_storage(self.store, self.store_endpoint)

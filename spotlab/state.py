@@ -25,6 +25,7 @@ from typing import Any
 import procs
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import UserError
+from workloads.common.storage import write_atomically
 
 STATE_DIR_ENV = "SPOTBURST_SPOTLAB_STATE_DIR"
 UP, STARTING, STALE = "up", "starting", "stale"
@@ -54,11 +55,7 @@ def state_path(lab_id: str) -> Path:
 
 
 def save_state(state: dict[str, Any]) -> None:
-    path = state_path(state["lab_id"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_suffix(f".{os.getpid()}.tmp")
-    scratch.write_text(json.dumps(state, indent=2))
-    scratch.replace(path)
+    write_atomically(state_path(state["lab_id"]), json.dumps(state, indent=2).encode())
 
 
 def recorded_lab_ids() -> list[str]:

@@ -1,13 +1,17 @@
+from __future__ import annotations
+
 import json
+import os
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from workloads.common.provenance import GIT_COMMIT_ENV, git_commit, provenance, sha256_of
 from workloads.common.results import ResultsWriter, default_location, read_records
-from workloads.common.storage import LocalStorage, copy_all, open_storage
+from workloads.common.storage import LocalStorage, copy_all, open_storage, write_atomically
 from workloads.common.transport import encode, find_in_log
 
 
@@ -58,6 +62,59 @@ def test_local_storage_copy(tmp_path: Path) -> None:
     source.write_bytes("records/x.jsonl", b"1\n")
     assert copy_all(source, LocalStorage(tmp_path / "b")) == ["records/x.jsonl"]
     assert (tmp_path / "b" / "records" / "x.jsonl").read_bytes() == b"1\n"
+
+
+class WriteFailed(Exception):
+    pass
+
+
+def test_a_file_is_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = LocalStorage(tmp_path / "store")
+    storage.write_bytes("jobs/a/claims.json", b"old")
+    real_fdopen = os.fdopen
+    seen_during_write: list[tuple[list[str], bytes]] = []
+
+    class StopsHalfWay:
+        """A file handle whose write stops with an error after half of the data is in."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.handle = real_fdopen(*args, **kwargs)
+
+        def __enter__(self) -> StopsHalfWay:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.handle.close()
+
+        def fileno(self) -> int:
+            return self.handle.fileno()
+
+        def write(self, data: bytes) -> int:
+            self.handle.write(data[: len(data) // 2])
+            self.handle.flush()
+            seen_during_write.append((storage.names(),
+                                      storage.read_bytes("jobs/a/claims.json")))
+            raise WriteFailed
+
+    monkeypatch.setattr(os, "fdopen", StopsHalfWay)
+    with pytest.raises(WriteFailed):
+        storage.write_bytes("jobs/a/claims.json", b"new content")
+    # mid-write a reader saw the old file, and no scratch file among the names
+    assert seen_during_write == [(["jobs/a/claims.json"], b"old")]
+    # after the failure: the old file, and nothing else left in its folder
+    assert [p.name for p in (tmp_path / "store" / "jobs" / "a").iterdir()] == ["claims.json"]
+    assert storage.read_bytes("jobs/a/claims.json") == b"old"
+    monkeypatch.undo()
+    storage.write_bytes("jobs/a/claims.json", b"new content")
+    assert storage.read_bytes("jobs/a/claims.json") == b"new content"
+    assert (tmp_path / "store" / "jobs" / "a" / "claims.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_private_file_is_its_owners_alone(tmp_path: Path) -> None:
+    write_atomically(tmp_path / "service.json", b"{}", private=True)
+    assert (tmp_path / "service.json").stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.subprocess

@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from vocab.burst import SITE_ONPREM
 from workloads.burst.inputs import TaskSpec
-from workloads.common.storage import Storage, open_storage
+from workloads.common.storage import Storage, open_storage, write_atomically
 
 
 @dataclass(frozen=True)
@@ -94,11 +94,7 @@ def fetch(context: RunContext, task: TaskSpec) -> tuple[float, float, int]:
         files = {name: storage.read_bytes(name) for name in task.files}
     moved = 0
     for name, data in files.items():
-        path = target / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_name(path.name + ".part")
-        scratch.write_bytes(data)
-        scratch.replace(path)
+        write_atomically(target / name, data)
         moved += len(data)
     return start, time.time(), moved
 

@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from vocab.errors import UserError
+
+SCRATCH_SUFFIX = ".part"
+
+
+def write_atomically(path: Path, data: bytes, private: bool = False) -> None:
+    """`path` holds `data` whole or its earlier content, never a part: a reader (or a crash)
+    in the middle of the write sees the old file or the new one. The data goes to a hidden
+    scratch file beside it (`.NAME.*.part`, readable by its owner only when `private`),
+    then replaces `path` in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                           suffix=SCRATCH_SUFFIX)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if not private:
+                os.fchmod(handle.fileno(), 0o644)
+            handle.write(data)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
+
+
+def is_scratch(path: Path) -> bool:
+    """A scratch file of write_atomically, not (yet) a file of the folder."""
+    return path.name.startswith(".") and path.name.endswith(SCRATCH_SUFFIX)
 
 
 class Storage(Protocol):
@@ -41,9 +69,7 @@ class LocalStorage:
     root: Path
 
     def write_bytes(self, name: str, data: bytes) -> None:
-        path = self.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        write_atomically(self.root / name, data)
 
     def read_bytes(self, name: str) -> bytes:
         return (self.root / name).read_bytes()
@@ -52,7 +78,8 @@ class LocalStorage:
         if not self.root.exists():
             return []
         return sorted(
-            p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
+            p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
+            if p.is_file() and not is_scratch(p)
         )
 
     def size(self, name: str) -> int:
