@@ -25,6 +25,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ def measure_trace(
     try:
         for seed in seeds:
             config = replace(base, product=product, on_demand_price=on_demand_price, seed=seed)
-            results = run_policies(config, servers, lambda line: None)
+            results = run_policies(config, servers, prefixed(f"  {product} seed {seed}"))
             for policy, summary in with_cost_ratios(config, results).items():
                 row = {"product": product, "seed": seed, "policy": policy, **summary}
                 with lock:
@@ -80,6 +81,11 @@ def measure_trace(
                 rows_path.write_text(json.dumps(rows, indent=2, default=str))
     finally:
         servers.fleet.shutdown()
+
+
+def prefixed(prefix: str) -> Callable[[str], None]:
+    """Prints a run's progress lines, each after `prefix` (the trace and seed it belongs to)."""
+    return lambda line: print(f"{prefix} {line}", flush=True)
 
 
 def measure(base: DollOptions, seeds: list[int], rows_path: Path) -> list[dict[str, Any]]:
