@@ -107,6 +107,9 @@ def test_run_inference_answers_every_query_once_through_both_failures(tmp_path: 
     summary = run_documented(command, out, timeout_s=900.0)
     assert summary["failures_seen"] == {"workers_killed": 2, "coordinator_killed": True}
     assert summary["coordinator_incarnations"] >= 2
+    # what the killed workers held is the store's record of what ran again, job by job
+    reran = [held for event in summary["failures"] for held in event.get("reran", [])]
+    assert len(reran) == sum(job["reruns"] for job in summary["jobs_final"].values())
     checked = summary["exactly_once"]
     assert checked["ok"] and checked["lost"] == 0 and checked["duplicated"] == 0
     assert checked["mismatched"] == 0 and checked["unknown"] == 0

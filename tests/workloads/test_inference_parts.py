@@ -6,6 +6,7 @@ stored job records, and the exactly-once count from delivered answers."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -333,3 +334,26 @@ def test_a_store_is_one_every_node_of_the_cluster_reaches(
     with pytest.raises(service.ServiceError, match="not shared by this cluster's 2 machines"):
         service.check_store_reaches_every_node("/abs/store")
     service.check_store_reaches_every_node("s3://bucket/store")
+
+
+def test_a_killed_workers_event_names_the_sub_jobs_the_store_records_as_rerun(
+    tmp_path: Path,
+) -> None:
+    from workloads.common.storage import LocalStorage
+    from workloads.inference.coordinator import WORKER_PREFIX, rerun_key
+    from workloads.inference.experiment import with_reruns
+
+    one, two, three = (f"{WORKER_PREFIX}{n}" for n in (1, 2, 3))
+    store = LocalStorage(tmp_path)
+    final = {"small": {"run_id": "small-1"}, "large": {"run_id": "large-2"}}
+    for run_id, sub_job, worker in [("small-1", 7, one), ("large-2", 3, one),
+                                    ("large-2", 4, two), ("gone-0", 9, two)]:
+        store.write_bytes(f"jobs/{run_id}/reruns/{rerun_key(sub_job, worker)}", b"{}")
+    store.write_bytes(f"jobs/small-1/parts/000001.{three}", b"{}")  # a part, not a re-run
+    failures = [{"t": 30.0, "killed": one}, {"t": 30.0, "killed": three},
+                {"t": 30.0, "killed": "coordinator"}]
+    assert with_reruns(store, final, failures) == [
+        {"t": 30.0, "killed": one,
+         "reran": [{"job": "small", "sub_job": 7}, {"job": "large", "sub_job": 3}]},
+        {"t": 30.0, "killed": three, "reran": []},
+        {"t": 30.0, "killed": "coordinator"}]

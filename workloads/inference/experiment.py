@@ -24,7 +24,7 @@ from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
-from workloads.inference.coordinator import NAMESPACE
+from workloads.inference.coordinator import NAMESPACE, RUNS_FOLDER, parse_rerun_key
 from workloads.inference.files import store_file
 from workloads.inference.models import Mlp, array_from_bytes, make_bundle
 from workloads.inference.options import InferenceOptions
@@ -65,6 +65,7 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
         final = status["jobs"]
     finally:
         service.stop_coordinator()
+    failures = with_reruns(store, final, failures)
     summary = _summary(options, store, final, samples, failures, began)
     summary["coordinator_incarnations"] = status["coordinator_incarnation"]
     latencies = [{"job": size, "latency_ms": 1000.0 * value} for size in sizes
@@ -124,13 +125,30 @@ def _inject(options: InferenceOptions, now: float,
                for w in busy[:options.fail_workers]]
     for worker, handle in zip(busy, victims, strict=False):
         ray.kill(handle, no_restart=True)
-        events.append({"t": now, "killed": worker["name"], "job": worker["job"],
-                       "sub_job": worker["sub_job"]})
+        events.append({"t": now, "killed": worker["name"]})
     if options.fail_coordinator:
         ray.kill(service.coordinator(), no_restart=False)
         events.append({"t": now, "killed": "coordinator"})
     show(f"t={now:5.0f} s killed {', '.join(str(e['killed']) for e in events)}")
     return events
+
+
+def with_reruns(store: Storage, final: dict[str, Any],
+                failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each killed worker's event with the sub-jobs that ran again because it died holding
+    them, as the coordinator recorded them in the store (`jobs/<run id>/reruns/`): which
+    sub-jobs a worker held at the kill is known there, not from the status read before it."""
+    reran: dict[str, list[dict[str, Any]]] = {}
+    names = store.names()
+    for name, job in final.items():
+        folder = f"{RUNS_FOLDER}/{job['run_id']}/reruns/"
+        for entry in names:
+            parsed = parse_rerun_key(entry.removeprefix(folder)) if entry.startswith(
+                folder) else None
+            if parsed is not None:
+                reran.setdefault(parsed[1], []).append({"job": name, "sub_job": parsed[0]})
+    return [event if event["killed"] == "coordinator"
+            else {**event, "reran": reran.get(event["killed"], [])} for event in failures]
 
 
 def _latencies(store_uri: str, endpoint: str | None, run_id: str) -> list[float]:
