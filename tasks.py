@@ -17,6 +17,7 @@ from typing import Any
 from invoke import Context, Exit, Task, task
 
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
+from launch.invoke_parser import adapt_invoke_parser
 from launch.options import (
     AWS_STACK_SPEC,
     BURST_LAB_SPEC,
@@ -61,7 +62,6 @@ from launch.options import (
     TwoSiteLabOptions,
 )
 from launch.preempt import PREEMPT_SPEC, PreemptOptions
-from launch.task_help import allow_help_before_positionals
 from procs import sigterm_raises_interrupt
 from procs.journal import take_removed
 from spotlab.options import LAB_SPEC, SpotLabOptions
@@ -84,7 +84,7 @@ from workloads.rl.options import RL_EVALUATE_SPEC, RL_SPEC, RlEvaluateOptions, R
 
 INTERRUPTED_EXIT_CODE = 130
 
-allow_help_before_positionals()
+adapt_invoke_parser()
 
 
 def _ended(error: BaseException) -> Exit:

@@ -178,10 +178,38 @@ def test_help_after_any_task_prints_its_help_and_runs_nothing(
             assert capsys.readouterr().out.startswith(f"Usage: invoke [--core-opts] {name} ")
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["run-doll", "--wrokers", "4"],
+     "error: No idea what '--wrokers' is! (`invoke --help run-doll` lists its flags)"),
+    (["run-doll", "--adapt-interval"],
+     "error: --adapt-interval: needs a value (`invoke --help run-doll` lists its flags)"),
+    (["run-elastic", "-f"],
+     "error: --script: needs a value (`invoke --help run-elastic` lists its flags)"),
+    (["files-get", "a.txt"], "error: 'files-get' did not receive required positional "
+     "arguments: 'local' (`invoke --help files-get` lists its flags)"),
+    (["run-dol"], "error: No idea what 'run-dol' is! (`invoke --list` shows the tasks)"),
+])
+def test_a_command_line_invoke_cannot_parse_is_one_line_and_exit_2(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from invoke import Collection, Program
+
+    program = Program(namespace=Collection.from_module(tasks), binary="invoke")
+    with pytest.raises(SystemExit) as ended:
+        program.run(["invoke", *argv])
+    assert ended.value.code == 2
+    shown = capsys.readouterr()
+    assert (shown.out, shown.err) == ("", line + "\n")
+
+
 @pytest.mark.subprocess
-def test_help_after_a_task_with_positional_arguments_as_users_type_it() -> None:
+def test_help_and_a_misspelled_flag_after_a_task_as_users_type_them() -> None:
     shown = subprocess.run([*INVOKE, "files-get", "--help"], cwd=PROJECT_DIR,
                            capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
     assert "Get a file from the service's file store" in shown.stdout
     assert "--name" in shown.stdout and "--local" in shown.stdout
+    misspelled = subprocess.run([*INVOKE, "files-get", "a", "b", "--nmae"], cwd=PROJECT_DIR,
+                                capture_output=True, text=True)
+    assert (misspelled.returncode, misspelled.stderr) == (
+        2, "error: No idea what '--nmae' is! (`invoke --help files-get` lists its flags)\n")

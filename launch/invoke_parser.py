@@ -1,0 +1,77 @@
+"""Two adaptations of Invoke's command-line parser, so every task meets bad input the way the
+project's own checks do (`vocab.errors`: one line naming what was wrong, exit 2).
+
+- `invoke TASK --help` also for the tasks that take positional arguments. Invoke's parser
+  hands a task's next token to a positional argument it still misses before it looks for
+  the core flags, so `invoke files-get --help` made `--help` the file's name and then failed
+  on the argument still missing. Here `--help` and `-h` are the core help flag there too, as
+  after any other task, and a context whose help was asked for is not refused for the
+  arguments it lacks: Invoke prints the task's help and runs nothing.
+- A parse error (a misspelled flag, a flag without its value, a missing argument) ends with
+  one line, `error: ...` and where the flags are listed, and exit code 2; Invoke's own is
+  exit code 1, the code of a run that failed.
+
+Invoke 3.0's `ParseMachine.handle`, `ParseMachine.complete_context` and `Parser.parse_argv`
+are wrapped, not replaced; `tests/launch/test_tasks.py` runs `--help` after every task and a
+misspelled flag, so a change of Invoke's parser that undoes this fails there.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from invoke import Exit, ParseError
+from invoke.parser.parser import ParseMachine, Parser
+
+HELP_FLAGS = ("--help", "-h")
+_NEEDS_VALUE = re.compile(r"^Flag <Argument: (\w+)[^>]*> needed value and was not given one!$")
+USER_ERROR_EXIT_CODE = 2
+
+
+def adapt_invoke_parser() -> None:
+    if getattr(ParseMachine, "_adapted_by_spotburst", False):
+        return
+    handle, complete_context = ParseMachine.handle, ParseMachine.complete_context
+    parse_argv = Parser.parse_argv
+
+    def handle_help_first(self: Any, token: str) -> None:
+        context = self.context
+        if (token in HELP_FLAGS and self.current_state != "unknown"
+                and context is not None and context is not self.initial
+                and context.missing_positional_args and not self.waiting_for_flag_value
+                and self.initial is not None and token in self.initial.flags):
+            self.initial.flags[token].value = context.name
+            self.help_asked_in = context
+            return
+        handle(self, token)
+
+    def complete_unless_help(self: Any) -> None:
+        if self.context is not None and self.context is getattr(self, "help_asked_in", None):
+            if self.context not in self.result:
+                self.result.append(self.context)
+            return
+        complete_context(self)
+
+    def parse_or_exit_2(self: Any, argv: list[str]) -> Any:
+        try:
+            return parse_argv(self, argv)
+        except ParseError as error:
+            task_name = getattr(error.context, "name", None)
+            where = (f"`invoke --help {task_name}` lists its flags" if task_name
+                     else "`invoke --list` shows the tasks")
+            raise Exit(f"error: {readable(str(error))} ({where})",
+                       code=USER_ERROR_EXIT_CODE) from None
+
+    ParseMachine.handle = handle_help_first  # type: ignore[method-assign]
+    ParseMachine.complete_context = complete_unless_help  # type: ignore[method-assign]
+    Parser.parse_argv = parse_or_exit_2  # type: ignore[method-assign]
+    ParseMachine._adapted_by_spotburst = True  # type: ignore[attr-defined]
+
+
+def readable(message: str) -> str:
+    """Invoke's parse error in the words of the project's own (`--flag needs a value`)."""
+    needs_value = _NEEDS_VALUE.match(message)
+    if needs_value:
+        return f"--{needs_value.group(1).replace('_', '-')}: needs a value"
+    return message
