@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 import procs
-from benchmarks.report import Target, exit_code, header, machine, targets_text
+from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
 from launch.elastic import LabInterrupter
 from spotlab import SpotLabConfig, spot_lab
 from workloads.elastic.summary import first_rows
@@ -342,10 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n\n".join([header(machine()), table(rows, args), targets_text(checked)])
     print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        write_output(args.out, text + "\n")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        write_output(args.json, json.dumps(rows, indent=2))
     return exit_code(checked)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import procs
+from benchmarks.report import write_output
 from benchmarks.spotlab_start import busy_processes, load_average
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from spotlab.report import preemptions
@@ -129,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"max {row['max']:.3f} s (n = {row['n']})")
     print(f"  target: every notice drained by its agent within {args.target:g} s: "
           f"{'met' if met else 'MISSED'}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
+    write_output(args.out, json.dumps({
         "config": config.to_dict(), "busy_processes": args.load, "cpus": os.cpu_count(),
         "load_average": loads, "rows": rows, "measured": measured, "target_s": args.target,
         "met": met}, indent=2))

@@ -9,6 +9,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from workloads.common.provenance import git_commit
@@ -73,3 +74,9 @@ def targets_text(targets: list[Target]) -> str:
 def exit_code(targets: list[Target]) -> int:
     """1 when any target was missed, else 0."""
     return 0 if all(target.met for target in targets) else 1
+
+
+def write_output(path: Path, text: str) -> None:
+    """A benchmark's output file (its report or its numbers), its folder made first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

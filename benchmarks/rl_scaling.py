@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from benchmarks.report import Target, exit_code, header, machine, targets_text
+from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
 from launch.rl import LabFaults
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 from workloads.common.results import read_json, read_records
@@ -267,11 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ])
     print("\n" + text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        write_output(args.out, text + "\n")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
+        write_output(args.json, json.dumps({
             "made": made, "runs": runs, "compared": compared, "pair_ratios": pairs,
             "targets": [{"name": t.name, "measured": t.measured, "limit": t.limit,
                          "at_most": t.at_most, "met": t.met} for t in targets],

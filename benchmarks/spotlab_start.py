@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import procs
+from benchmarks.report import write_output
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         row = measured[key]
         print(f"  {what:<34} median {row['median']:6.1f} s, slowest {row['max']:6.1f} s, "
               f"target <= {row['target']:g} s: {'met' if row['met'] else 'MISSED'}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
+    write_output(args.out, json.dumps({
         "config": config.to_dict(), "nodes": args.nodes, "repeats": args.repeats,
         "busy_processes": args.load, "cpus": os.cpu_count(), "rows": rows, "verdict": measured,
     }, indent=2))

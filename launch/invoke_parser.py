@@ -7,13 +7,16 @@ project's own checks do (`vocab.errors`: one line naming what was wrong, exit 2)
   on the argument still missing. Here `--help` and `-h` are the core help flag there too, as
   after any other task, and a context whose help was asked for is not refused for the
   arguments it lacks: Invoke prints the task's help and runs nothing.
-- A parse error (a misspelled flag, a flag without its value, a missing argument) ends with
-  one line, `error: ...` and where the flags are listed, and exit code 2; Invoke's own is
-  exit code 1, the code of a run that failed.
+- A parse error in the tasks and their flags (a misspelled flag, a flag without its value, a
+  missing argument, an unknown task) ends with one line, `error: ...` and where the flags
+  are listed, and exit code 2; Invoke's own is exit code 1, the code of a run that failed.
+  Invoke's core flags (those before the first task) are parsed before `tasks.py` is loaded
+  and keep Invoke's own handling; tab completion keeps its own too.
 
-Invoke 3.0's `ParseMachine.handle`, `ParseMachine.complete_context` and `Parser.parse_argv`
-are wrapped, not replaced; `tests/launch/test_tasks.py` runs `--help` after every task and a
-misspelled flag, so a change of Invoke's parser that undoes this fails there.
+Invoke 3.0's `ParseMachine.handle`, `ParseMachine.complete_context` and
+`Program.parse_tasks` are wrapped, not replaced; `tests/launch/test_tasks.py` runs `--help`
+after every task, a misspelled flag and a completion, so a change of Invoke's parser that
+undoes this fails there.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from invoke import Exit, ParseError
-from invoke.parser.parser import ParseMachine, Parser
+from invoke import Exit, ParseError, Program
+from invoke.parser.parser import ParseMachine
 
 HELP_FLAGS = ("--help", "-h")
-_NEEDS_VALUE = re.compile(r"^Flag <Argument: (\w+)[^>]*> needed value and was not given one!$")
+_NEEDS_VALUE = re.compile(r"^Flag <Argument: ([\w-]+)[^>]*> needed value and was not given one!$")
 USER_ERROR_EXIT_CODE = 2
 
 
@@ -33,7 +36,7 @@ def adapt_invoke_parser() -> None:
     if getattr(ParseMachine, "_adapted_by_spotburst", False):
         return
     handle, complete_context = ParseMachine.handle, ParseMachine.complete_context
-    parse_argv = Parser.parse_argv
+    parse_tasks = Program.parse_tasks
 
     def handle_help_first(self: Any, token: str) -> None:
         context = self.context
@@ -53,9 +56,9 @@ def adapt_invoke_parser() -> None:
             return
         complete_context(self)
 
-    def parse_or_exit_2(self: Any, argv: list[str]) -> Any:
+    def parse_or_exit_2(self: Any) -> None:
         try:
-            return parse_argv(self, argv)
+            parse_tasks(self)
         except ParseError as error:
             task_name = getattr(error.context, "name", None)
             where = (f"`invoke --help {task_name}` lists its flags" if task_name
@@ -65,7 +68,7 @@ def adapt_invoke_parser() -> None:
 
     ParseMachine.handle = handle_help_first  # type: ignore[method-assign]
     ParseMachine.complete_context = complete_unless_help  # type: ignore[method-assign]
-    Parser.parse_argv = parse_or_exit_2  # type: ignore[method-assign]
+    Program.parse_tasks = parse_or_exit_2  # type: ignore[method-assign]
     ParseMachine._adapted_by_spotburst = True  # type: ignore[attr-defined]
 
 

@@ -95,22 +95,29 @@ def ray_trace_line(line: str, in_block: bool) -> bool:
     a fatal signal's report (`*** SIGTERM received at time=... ***`, `PC: @ 0x...`), its
     stack frames (`@ 0x... main`, `raylet(+0x45c44c) [0x...] ray::rpc::GrpcServer::Run()`),
     a failed check (`Check failed: ...`, `*** StackTrace Information ***`) or the raylet's
-    death notice (`Raylet is terminated. ...`, then its indented last log lines), or the
-    raylet's warning that it started many worker processes (a line of its own), with
+    death notice (`Raylet is terminated. ...`, then its indented last log lines), with
     Ray's prefixes (colour codes, `(raylet) `, a glog header) or without. `in_block`: whether
     the line before belonged to one; blank and indented lines continue a block."""
     text = _ANSI.sub("", line)
     text = _SOURCE.sub("", text)
-    if _WORKER_POOL_WARNING.match(text):
-        return True
     if in_block and (not text.strip() or text.startswith(("    ", "\t"))):
         return True
     text = _GLOG.sub("", text.strip()).strip()
     return bool(_STARTS_TRACE.search(text))
 
 
+def ray_own_line(line: str, in_block: bool) -> tuple[bool, bool]:
+    """Whether `line` is Ray's own output kept from the user (its crash output, or the
+    raylet's warning that it started many worker processes, a line of its own), and whether
+    a block of crash output is open after it."""
+    if _WORKER_POOL_WARNING.match(_SOURCE.sub("", _ANSI.sub("", line))):
+        return True, in_block
+    in_block = ray_trace_line(line, in_block)
+    return in_block, in_block
+
+
 class RayTraceDiverter:
-    """Hands a job's log lines to `show`, except Ray's crash output (ray_trace_line), which
+    """Hands a job's log lines to `show`, except Ray's own output (ray_own_line), which
     goes to `path`; the first such line is announced to `show` once, with the path."""
 
     def __init__(self, show: Callable[[str], None], path: Path) -> None:
@@ -120,8 +127,8 @@ class RayTraceDiverter:
         self.diverted = 0
 
     def __call__(self, line: str) -> None:
-        self.in_block = ray_trace_line(line, self.in_block)
-        if not self.in_block:
+        diverted, self.in_block = ray_own_line(line, self.in_block)
+        if not diverted:
             self.show(line)
             return
         if not self.diverted:
@@ -161,11 +168,11 @@ async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str]
 
 
 def without_ray_traces(lines: list[str]) -> list[str]:
-    """The lines that are not Ray's crash output (ray_trace_line)."""
+    """The lines that are not Ray's own output (ray_own_line)."""
     kept, in_block = [], False
     for line in lines:
-        in_block = ray_trace_line(line, in_block)
-        if not in_block:
+        diverted, in_block = ray_own_line(line, in_block)
+        if not diverted:
             kept.append(line)
     return kept
 

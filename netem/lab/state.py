@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
+from workloads.common.storage import write_atomically
 
 STATE_DIR_ENV = "SPOTBURST_LAB_STATE_DIR"
 
@@ -41,10 +42,7 @@ class LabState:
         return state_dir() / f"{self.lab_id}.json"
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self.path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(asdict(self), indent=2))
-        scratch.replace(self.path)
+        write_atomically(self.path, json.dumps(asdict(self), indent=2).encode())
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -109,7 +109,7 @@ def test_run_inference_answers_every_query_once_through_both_failures(tmp_path: 
     assert summary["coordinator_incarnations"] >= 2
     # what the killed workers held is the store's record of what ran again, job by job
     reran = [held for event in summary["failures"] for held in event.get("reran", [])]
-    assert len(reran) == sum(job["reruns"] for job in summary["jobs_final"].values())
+    assert len(reran) == sum(job["reruns"] for job in summary["jobs_final"].values()) >= 1
     checked = summary["exactly_once"]
     assert checked["ok"] and checked["lost"] == 0 and checked["duplicated"] == 0
     assert checked["mismatched"] == 0 and checked["unknown"] == 0

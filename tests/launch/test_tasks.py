@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from invoke import Task
@@ -160,12 +161,23 @@ def test_run_task_help_lists_every_flag_with_its_default() -> None:
     assert "(default: 16)" in shown
 
 
+def _program() -> Any:
+    """Invoke's program over the project's tasks, as `invoke` runs it, except that it fails
+    the test instead of running a task."""
+    from invoke import Collection, Executor, Program
+
+    class NeverRuns(Executor):
+        def execute(self, *tasks: Any) -> Any:
+            raise AssertionError(f"a task ran: {tasks}")
+
+    return Program(namespace=Collection.from_module(tasks), binary="invoke",
+                   executor_class=NeverRuns)
+
+
 def test_help_after_any_task_prints_its_help_and_runs_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from invoke import Collection, Program
-
-    program = Program(namespace=Collection.from_module(tasks), binary="invoke")
+    program = _program()
     for attribute, task_object in _tasks().items():
         name = attribute.replace("_", "-")
         for flag in ("--help", "-h"):
@@ -192,14 +204,21 @@ def test_help_after_any_task_prints_its_help_and_runs_nothing(
 def test_a_command_line_invoke_cannot_parse_is_one_line_and_exit_2(
     argv: list[str], line: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from invoke import Collection, Program
-
-    program = Program(namespace=Collection.from_module(tasks), binary="invoke")
     with pytest.raises(SystemExit) as ended:
-        program.run(["invoke", *argv])
+        _program().run(["invoke", *argv])
     assert ended.value.code == 2
     shown = capsys.readouterr()
     assert (shown.out, shown.err) == ("", line + "\n")
+
+
+@pytest.mark.parametrize("partial", ["--wor", "--adapt-interval", "-"])
+def test_tab_completion_keeps_invokes_own_parsing(
+    partial: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        _program().run(["invoke", "--complete", "--", "invoke", "run-doll", partial])
+    assert ended.value.code == 0
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.subprocess

@@ -13,8 +13,7 @@ from workloads.common.storage import LocalStorage
 
 def small(seed: int = 0) -> BurstOptions:
     return BurstOptions(
-        workload="param-server", directories=2, images_per_directory=2, ps_image_side=64, seed=seed,
-        calibration_tasks=1,
+        workload="param-server", directories=2, images_per_directory=2, ps_image_side=64, seed=seed
     )
 
 

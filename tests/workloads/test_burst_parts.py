@@ -19,8 +19,7 @@ from workloads.common.storage import LocalStorage
 
 def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
     config = BurstOptions(
-        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96,
-        calibration_tasks=1,
+        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96
     )
     first = ensure_inputs(config, LocalStorage(tmp_path / "a"), say=lambda line: None)
     second = ensure_inputs(config, LocalStorage(tmp_path / "b"), say=lambda line: None)
@@ -33,8 +32,7 @@ def test_inputs_are_deterministic_and_reused(tmp_path: Path) -> None:
     assert ensure_inputs(config, LocalStorage(tmp_path / "a"), say=said.append) == first
     assert said and said[0].startswith("inputs: reusing 3 tasks")
     other = BurstOptions(
-        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96, seed=1,
-        calibration_tasks=1,
+        workload="param-server", directories=3, images_per_directory=2, ps_image_side=96, seed=1
     )
     assert ensure_inputs(other, LocalStorage(tmp_path / "a"), say=lambda line: None) != first
     assert (tmp_path / "a" / MANIFEST).is_file()
@@ -87,8 +85,11 @@ def test_the_gradient_matches_finite_differences() -> None:
         (["--data", "s3"], "--bucket: needed with --data s3, got none"),
         (["--task-cpus", "-1"], "--task-cpus: expected an integer ≥ 1, got '-1'"),
         (["--bandwidth-mbit", "0"], "--bandwidth-mbit: expected a number > 0, got '0'"),
-        (["--images", "3"],  # one of the 3 computes untimed: at most 2 are timed
+        (["--images", "3", "--calibration-tasks", "3"],  # one computes untimed: 2 are timed
          "--calibration-tasks: at most 2 with 3 tasks (each node computes one of them untimed "
+         "first)"),
+        (["--images", "1", "--calibration-tasks", "2"],  # one task: timed once, after untimed
+         "--calibration-tasks: at most 1 with 1 task (each node computes one of them untimed "
          "first)"),
         (["--workload", "param-server", "--directories", "5", "--calibration-tasks", "5"],
          "--calibration-tasks: at most 4 with 5 tasks (each node computes one of them untimed "
@@ -99,6 +100,17 @@ def test_bad_flags_are_named(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError) as error:
         BURST_SPEC.parse(argv)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize(("argv", "timed"), [
+    ([], 3), (["--images", "3"], 2), (["--images", "1"], 1), (["--images", "3",
+     "--calibration-tasks", "1"], 1), (["--calibration-tasks", "7"], 7)])
+def test_each_calibration_pass_times_what_was_asked_or_what_the_run_has(
+    argv: list[str], timed: int,
+) -> None:
+    options = BURST_SPEC.parse(argv)
+    assert options.calibration_count == timed
+    assert options.parameters()["calibration_tasks"] == timed  # provenance: what was applied
 
 
 def test_a_bad_flag_is_one_line_and_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -352,7 +352,7 @@ def test_a_killed_workers_event_names_the_sub_jobs_the_store_records_as_rerun(
     store.write_bytes(f"jobs/small-1/parts/000001.{three}", b"{}")  # a part, not a re-run
     failures = [{"t": 30.0, "killed": one}, {"t": 30.0, "killed": three},
                 {"t": 30.0, "killed": "coordinator"}]
-    assert with_reruns(store, final, failures) == [
+    assert with_reruns(str(tmp_path), None, final, failures) == [
         {"t": 30.0, "killed": one,
          "reran": [{"job": "small", "sub_job": 7}, {"job": "large", "sub_job": 3}]},
         {"t": 30.0, "killed": three, "reran": []},

@@ -109,7 +109,12 @@ def test_a_file_is_replaced_whole_or_not_at_all(
     monkeypatch.undo()
     storage.write_bytes("jobs/a/claims.json", b"new content")
     assert storage.read_bytes("jobs/a/claims.json") == b"new content"
-    assert (tmp_path / "store" / "jobs" / "a" / "claims.json").stat().st_mode & 0o777 == 0o644
+    umask = os.umask(0o027)
+    try:
+        storage.write_bytes("jobs/a/claims.json", b"under another umask")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "store" / "jobs" / "a" / "claims.json").stat().st_mode & 0o777 == 0o640
 
 
 def test_a_private_file_is_its_owners_alone(tmp_path: Path) -> None:

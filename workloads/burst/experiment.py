@@ -138,7 +138,7 @@ def calibration_pass(
     cpus: int, say: Say,
 ) -> Calibration:
     with run_setup("calibration", config, source, nodes, cpus) as setup:
-        return calibrate(setup, tasks, config.calibration_tasks, say)
+        return calibrate(setup, tasks, config.calibration_count, say)
 
 
 def run_experiment(config: BurstOptions, say: Say = print) -> Storage:

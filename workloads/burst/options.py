@@ -21,6 +21,7 @@ SIZES = "sized for a few minutes at 30 Mbit/s"
 MAX_SIDE = 8192
 GB = 1 << 30
 MAX_INPUT_PIXEL_BYTES = 16 * GB
+DEFAULT_CALIBRATION_TASKS = 3
 """Inputs are generated on the HPC site's disk and cross the shaped link: 16 GB is hours."""
 
 
@@ -72,12 +73,13 @@ class BurstOptions:
         "parameters are copied from it instead of generated again (generated there first)",
     )
     seed: int = option(0, "seed of the generated inputs", minimum=0)
-    calibration_tasks: int = option(
-        3,
+    calibration_tasks: int | None = option(
+        None,
         "tasks every worker node computes (after one untimed) before each scheduler's run, "
         "its data in place and no transfer beside it: per site the mean compute time over "
         "these passes and the default run's tasks gives the lower bound both schedulers are "
-        "measured against",
+        f"measured against (not set: {DEFAULT_CALIBRATION_TASKS}, or the run's tasks less "
+        "the untimed one when it has fewer)",
         minimum=1,
         maximum=100,
     )
@@ -122,10 +124,22 @@ class BurstOptions:
             raise OptionError(flag, f"the inputs would hold {self.input_pixel_bytes / GB:.0f} GB "
                               f"of pixels, more than the {MAX_INPUT_PIXEL_BYTES / GB:.0f} GB a "
                               f"run generates and moves; use fewer or smaller images")
-        timed = max(self.tasks - 1, 1)  # one task computes untimed first
-        if self.calibration_tasks > timed:
-            raise OptionError("--calibration-tasks", f"at most {timed} with {self.tasks} tasks "
-                              f"(each node computes one of them untimed first)")
+        if self.calibration_tasks is not None and self.calibration_tasks > self.timeable:
+            raise OptionError("--calibration-tasks", f"at most {self.timeable} with "
+                              f"{self.tasks} task{'s' if self.tasks > 1 else ''} (each node "
+                              f"computes one of them untimed first)")
+
+    @property
+    def timeable(self) -> int:
+        """Tasks a calibration pass can time: all but the untimed first (one of one)."""
+        return max(self.tasks - 1, 1)
+
+    @property
+    def calibration_count(self) -> int:
+        """The tasks each calibration pass times: --calibration-tasks, or its default."""
+        if self.calibration_tasks is not None:
+            return self.calibration_tasks
+        return min(DEFAULT_CALIBRATION_TASKS, self.timeable)
 
     @property
     def input_pixel_bytes(self) -> int:
@@ -144,6 +158,7 @@ class BurstOptions:
         values["schedulers"] = list(self.schedulers)
         values["profile_file"] = None if self.profile_file is None else str(self.profile_file)
         values["site_netns"] = None if self.site_netns is None else list(self.site_netns)
+        values["calibration_tasks"] = self.calibration_count  # what the run applies
         return values
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,21 +16,26 @@ SCRATCH_SUFFIX = ".part"
 
 
 def write_atomically(path: Path, data: bytes, private: bool = False) -> None:
-    """`path` holds `data` whole or its earlier content, never a part: a reader (or a crash)
-    in the middle of the write sees the old file or the new one. The data goes to a hidden
-    scratch file beside it (`.NAME.*.part`, readable by its owner only when `private`),
-    then replaces `path` in one rename."""
+    """`path` holds `data` whole or its earlier content, never a part: a reader in the middle
+    of the write, or a write that fails or whose process is killed, leaves the old file or
+    the new one (a power loss is not covered: nothing is synced to disk). The data goes to a
+    hidden scratch file beside it (`.NAME.<random>.part`; the owner's alone when `private`,
+    else as the umask allows), which then replaces `path` in one rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                           suffix=SCRATCH_SUFFIX)
+    while True:
+        scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}{SCRATCH_SUFFIX}")
+        try:
+            descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                 0o600 if private else 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            if not private:
-                os.fchmod(handle.fileno(), 0o644)
             handle.write(data)
         os.replace(scratch, path)
     except BaseException:
-        Path(scratch).unlink(missing_ok=True)
+        scratch.unlink(missing_ok=True)
         raise
 
 

@@ -65,7 +65,7 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
         final = status["jobs"]
     finally:
         service.stop_coordinator()
-    failures = with_reruns(store, final, failures)
+    failures = with_reruns(store_uri, store_endpoint, final, failures)
     summary = _summary(options, store, final, samples, failures, began)
     summary["coordinator_incarnations"] = status["coordinator_incarnation"]
     latencies = [{"job": size, "latency_ms": 1000.0 * value} for size in sizes
@@ -133,20 +133,17 @@ def _inject(options: InferenceOptions, now: float,
     return events
 
 
-def with_reruns(store: Storage, final: dict[str, Any],
+def with_reruns(store_uri: str, endpoint: str | None, final: dict[str, Any],
                 failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each killed worker's event with the sub-jobs that ran again because it died holding
     them, as the coordinator recorded them in the store (`jobs/<run id>/reruns/`): which
     sub-jobs a worker held at the kill is known there, not from the status read before it."""
     reran: dict[str, list[dict[str, Any]]] = {}
-    names = store.names()
     for name, job in final.items():
-        folder = f"{RUNS_FOLDER}/{job['run_id']}/reruns/"
-        for entry in names:
-            parsed = parse_rerun_key(entry.removeprefix(folder)) if entry.startswith(
-                folder) else None
-            if parsed is not None:
-                reran.setdefault(parsed[1], []).append({"job": name, "sub_job": parsed[0]})
+        folder = open_storage(f"{store_uri.rstrip('/')}/{RUNS_FOLDER}/{job['run_id']}/reruns",
+                              endpoint)
+        for parsed in filter(None, map(parse_rerun_key, folder.names())):
+            reran.setdefault(parsed[1], []).append({"job": name, "sub_job": parsed[0]})
     return [event if event["killed"] == "coordinator"
             else {**event, "reran": reran.get(event["killed"], [])} for event in failures]
 
