@@ -106,34 +106,38 @@ def ray_trace_line(line: str, in_block: bool) -> bool:
     return bool(_STARTS_TRACE.search(text))
 
 
-def ray_own_line(line: str, in_block: bool) -> tuple[bool, bool]:
-    """Whether `line` is Ray's own output kept from the user (its crash output, or the
-    raylet's warning that it started many worker processes, a line of its own), and whether
-    a block of crash output is open after it."""
+def ray_own_line(line: str, in_block: bool) -> tuple[str | None, bool]:
+    """Which of Ray's own outputs kept from the user `line` is ("crash output" (ray_trace_line)
+    or "worker-pool warnings", the raylet's warning that it started many worker processes,
+    a line of its own), None for a line of the run, and whether a block of crash output is
+    open after it."""
     if _WORKER_POOL_WARNING.match(_SOURCE.sub("", _ANSI.sub("", line))):
-        return True, in_block
+        return "worker-pool warnings", in_block
     in_block = ray_trace_line(line, in_block)
-    return in_block, in_block
+    return ("crash output" if in_block else None), in_block
 
 
 class RayTraceDiverter:
     """Hands a job's log lines to `show`, except Ray's own output (ray_own_line), which
-    goes to `path`; the first such line is announced to `show` once, with the path."""
+    goes to `path`; the first line of each kind is announced to `show`, with the path."""
 
     def __init__(self, show: Callable[[str], None], path: Path) -> None:
         self.show = show
         self.path = path
         self.in_block = False
         self.diverted = 0
+        self.announced: set[str] = set()
 
     def __call__(self, line: str) -> None:
-        diverted, self.in_block = ray_own_line(line, self.in_block)
-        if not diverted:
+        kind, self.in_block = ray_own_line(line, self.in_block)
+        if kind is None:
             self.show(line)
             return
-        if not self.diverted:
+        if kind not in self.announced:
+            self.announced.add(kind)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.show(f"(Ray's own crash output and worker-pool warnings are in {self.path})")
+            self.show(f"(Ray's own {kind} {'is' if kind == 'crash output' else 'are'} in "
+                      f"{self.path})")
         self.diverted += 1
         with self.path.open("a") as out:
             out.write(line + "\n")
@@ -171,8 +175,8 @@ def without_ray_traces(lines: list[str]) -> list[str]:
     """The lines that are not Ray's own output (ray_own_line)."""
     kept, in_block = [], False
     for line in lines:
-        diverted, in_block = ray_own_line(line, in_block)
-        if not diverted:
+        kind, in_block = ray_own_line(line, in_block)
+        if kind is None:
             kept.append(line)
     return kept
 

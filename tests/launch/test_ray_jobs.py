@@ -73,7 +73,7 @@ def test_a_block_starts_at_a_failed_check_or_a_signal_report(line: str) -> None:
     assert ray_trace_line(line, in_block=False)
 
 
-def test_the_raylets_worker_pool_warning_is_diverted_alone() -> None:
+def test_the_raylets_worker_pool_warning_is_diverted_alone(tmp_path: Path) -> None:
     """As a DOLL run on 2 cores prints it (its fleet of 20 actors, by design)."""
     warning = ("\x1b[33m(raylet)\x1b[0m WARNING: 8 PYTHON worker processes have been started "
                "on node: fe98ede761b7edde04d140ead27071a056b70be47614e7f881bcf8ed with address: "
@@ -85,6 +85,13 @@ def test_the_raylets_worker_pool_warning_is_diverted_alone() -> None:
     lines = ["stream workers: 12/20 up (4 spares)", warning, "    an indented line of the run",
              "", "stream workers: 15/20 up (4 spares)"]
     assert without_ray_traces(lines) == [lines[0], *lines[2:]]  # it opens no block
+    shown: list[str] = []
+    diverter = RayTraceDiverter(shown.append, tmp_path / "ray-traces.log")
+    for line in [*lines, warning]:
+        diverter(line)
+    assert shown == [lines[0], f"(Ray's own worker-pool warnings are in "
+                     f"{tmp_path / 'ray-traces.log'})", *lines[2:]]  # announced once
+    assert (tmp_path / "ray-traces.log").read_text() == f"{warning}\n{warning}\n"
     assert not ray_trace_line("WARNING: the deadline was missed by 2 s", in_block=False)
 
 
@@ -104,8 +111,7 @@ def test_the_diverter_writes_the_blocks_to_the_file_and_says_so_once(tmp_path: P
     for line in lines:
         diverter(line)
     notices = [line for line in shown if "Ray's own crash output" in line]
-    assert notices == [f"(Ray's own crash output and worker-pool warnings are in "
-                       f"{tmp_path / 'run' / 'ray-traces.log'})"]
+    assert notices == [f"(Ray's own crash output is in {tmp_path / 'run' / 'ray-traces.log'})"]
     assert len(shown) == 11 and diverter.diverted == 25
     assert (tmp_path / "run" / "ray-traces.log").read_text().count("\n") == 25
     assert without_ray_traces(lines) == [line for line in shown if line not in notices]
