@@ -21,8 +21,8 @@ SIZES = "sized for a few minutes at 30 Mbit/s"
 MAX_SIDE = 8192
 GB = 1 << 30
 MAX_INPUT_PIXEL_BYTES = 16 * GB
-DEFAULT_CALIBRATION_TASKS = 3
 """Inputs are generated on the HPC site's disk and cross the shaped link: 16 GB is hours."""
+DEFAULT_CALIBRATION_TASKS = 3
 
 
 @dataclass(frozen=True, kw_only=True)
