@@ -350,10 +350,42 @@ def test_a_killed_workers_event_names_the_sub_jobs_the_store_records_as_rerun(
                                     ("large-2", 4, two), ("gone-0", 9, two)]:
         store.write_bytes(f"jobs/{run_id}/reruns/{rerun_key(sub_job, worker)}", b"{}")
     store.write_bytes(f"jobs/small-1/parts/000001.{three}", b"{}")  # a part, not a re-run
-    failures = [{"t": 30.0, "killed": one}, {"t": 30.0, "killed": three},
+    held = {"run_id": "small-1", "sub_job": 7, "answered": 40, "of": 100}
+    failures = [{"t": 30.0, "killed": one, "holding": held},
+                {"t": 30.0, "killed": three, "holding": None},
                 {"t": 30.0, "killed": "coordinator"}]
     assert with_reruns(str(tmp_path), None, final, failures) == [
-        {"t": 30.0, "killed": one,
+        {"t": 30.0, "killed": one, "holding": {"job": "small", **held},
          "reran": [{"job": "small", "sub_job": 7}, {"job": "large", "sub_job": 3}]},
-        {"t": 30.0, "killed": three, "reran": []},
+        {"t": 30.0, "killed": three, "holding": None, "reran": []},
         {"t": 30.0, "killed": "coordinator"}]
+
+
+def test_a_hold_stops_a_running_sub_job_between_two_answers_and_keeps_it_there() -> None:
+    import threading
+
+    from workloads.inference.worker import MidSubJobHold
+
+    hold = MidSubJobHold()
+    assert hold.request(0.01) is None  # nothing ran: no hold, and none left waiting
+    finished = [0]
+
+    def sub_job(count: int) -> None:
+        for answered in range(1, count + 1):
+            hold.checkpoint({"answered": answered, "of": count})
+        finished[0] += 1
+
+    sub_job(50)
+    assert finished == [1]  # the hold that timed out does not stop a later sub-job
+    answered = [0]
+
+    def endless_sub_job() -> None:
+        while True:
+            answered[0] += 1
+            hold.checkpoint({"answered": answered[0]})
+
+    runner = threading.Thread(target=endless_sub_job, daemon=True)
+    runner.start()
+    holding = hold.request(30.0)
+    assert holding is not None and holding["answered"] == answered[0] >= 1
+    assert runner.is_alive()  # it waits there, half-done, for its process to die

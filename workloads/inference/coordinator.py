@@ -482,7 +482,8 @@ class Coordinator:
                 handle = start_actor(
                     InferenceWorker, name, self.settings.store, self.settings.s3_endpoint,
                     options={"name": name, "namespace": NAMESPACE, "lifetime": "detached",
-                             "num_cpus": self.settings.worker_cpus, "resources": resources})
+                             "num_cpus": self.settings.worker_cpus, "resources": resources,
+                             "max_concurrency": 2})  # a hold is asked while a sub-job runs
             except ActorAlreadyExistsError:
                 handle = ray.get_actor(name, namespace=NAMESPACE)
                 print(f"coordinator: took over the running worker {name}", flush=True)

@@ -15,10 +15,11 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import ray
+from ray.exceptions import RayActorError
 
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
@@ -35,6 +36,7 @@ JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
 SAMPLE_EVERY_S = 1.0
 SPREAD_MIN_SUB_JOBS = 20
 RUN_TIMEOUT_S = 3600.0
+HOLD_TIMEOUT_S = 30.0
 LATENCY_SAMPLE = 2000
 
 
@@ -114,18 +116,23 @@ def _watch(options: InferenceOptions, began: float,
 
 def _inject(options: InferenceOptions, now: float,
             show: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Kill busy workers at the same moment (their sub-jobs die half-done), then the
-    coordinator (Ray restarts it; it resumes from the store). Nothing while fewer workers
-    than asked are busy (the next sample tries again)."""
+    """Kill busy workers at the same moment, each stopped half-way through a sub-job first
+    (`holding`), then the coordinator (Ray restarts it; it resumes from the store). Nothing
+    while fewer workers than asked are busy (the next sample tries again)."""
     events: list[dict[str, Any]] = []
     busy = [w for w in call("members")["workers"] if w["state"] == "busy"]
     if len(busy) < options.fail_workers:
         return []
     victims = [ray.get_actor(w["name"], namespace=NAMESPACE)
                for w in busy[:options.fail_workers]]
-    for worker, handle in zip(busy, victims, strict=False):
+    asked: list[Any] = [victim.hold_mid_sub_job.remote(HOLD_TIMEOUT_S) for victim in victims]
+    for worker, handle, hold in zip(busy, victims, asked, strict=False):
+        try:
+            holding = cast(dict[str, Any] | None, ray.get(hold))
+        except RayActorError:  # gone meanwhile (its spot node, say): killed all the same
+            holding = None
         ray.kill(handle, no_restart=True)
-        events.append({"t": now, "killed": worker["name"]})
+        events.append({"t": now, "killed": worker["name"], "holding": holding})
     if options.fail_coordinator:
         ray.kill(service.coordinator(), no_restart=False)
         events.append({"t": now, "killed": "coordinator"})
@@ -135,17 +142,25 @@ def _inject(options: InferenceOptions, now: float,
 
 def with_reruns(store_uri: str, endpoint: str | None, final: dict[str, Any],
                 failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each killed worker's event with the sub-jobs that ran again because it died holding
-    them, as the coordinator recorded them in the store (`jobs/<run id>/reruns/`): which
-    sub-jobs a worker held at the kill is known there, not from the status read before it."""
+    """Each killed worker's event with its `holding` named by job, and the sub-jobs that ran
+    again because it died holding them (`reran`) as the coordinator recorded them in the
+    store (`jobs/<run id>/reruns/`): the worker's word and the service's record side by side."""
     reran: dict[str, list[dict[str, Any]]] = {}
+    job_of_run = {job["run_id"]: name for name, job in final.items()}
     for name, job in final.items():
         folder = open_storage(f"{store_uri.rstrip('/')}/{RUNS_FOLDER}/{job['run_id']}/reruns",
                               endpoint)
         for parsed in filter(None, map(parse_rerun_key, folder.names())):
             reran.setdefault(parsed[1], []).append({"job": name, "sub_job": parsed[0]})
-    return [event if event["killed"] == "coordinator"
-            else {**event, "reran": reran.get(event["killed"], [])} for event in failures]
+    named: list[dict[str, Any]] = []
+    for event in failures:
+        if event["killed"] != "coordinator":
+            holding = event.get("holding")
+            if holding is not None:
+                holding = {"job": job_of_run.get(holding["run_id"]), **holding}
+            event = {**event, "holding": holding, "reran": reran.get(event["killed"], [])}
+        named.append(event)
+    return named
 
 
 def _latencies(store_uri: str, endpoint: str | None, run_id: str) -> list[float]:
