@@ -372,7 +372,7 @@ def test_a_hold_stops_a_running_sub_job_between_two_answers_and_keeps_it_there()
 
     def sub_job(count: int) -> None:
         for answered in range(1, count + 1):
-            hold.checkpoint({"answered": answered, "of": count})
+            hold.checkpoint({"run_id": "small-1", "sub_job": 3, "count": count}, answered)
         finished[0] += 1
 
     sub_job(50)
@@ -382,10 +382,11 @@ def test_a_hold_stops_a_running_sub_job_between_two_answers_and_keeps_it_there()
     def endless_sub_job() -> None:
         while True:
             answered[0] += 1
-            hold.checkpoint({"answered": answered[0]})
+            hold.checkpoint({"run_id": "small-1", "sub_job": 4, "count": 10**9}, answered[0])
 
     runner = threading.Thread(target=endless_sub_job, daemon=True)
     runner.start()
     holding = hold.request(30.0)
-    assert holding is not None and holding["answered"] == answered[0] >= 1
+    assert holding == {"run_id": "small-1", "sub_job": 4, "answered": answered[0], "of": 10**9}
+    assert answered[0] >= 1
     assert runner.is_alive()  # it waits there, half-done, for its process to die

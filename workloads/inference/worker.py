@@ -75,7 +75,7 @@ class MidSubJobHold:
             self._wanted = False
             return self._holding
 
-    def checkpoint(self, holding: dict[str, Any]) -> None:
+    def checkpoint(self, task: dict[str, Any], answered: int) -> None:
         """Called by the sub-job after each answer: returns at once unless a hold is asked,
         else never."""
         if not self._wanted:
@@ -83,7 +83,8 @@ class MidSubJobHold:
         with self._lock:
             if not self._wanted or self._holding is not None:
                 return
-            self._holding = holding
+            self._holding = {"run_id": task["run_id"], "sub_job": task["sub_job"],
+                             "answered": answered, "of": task["count"]}
             self._held.set()
         threading.Event().wait()
 
@@ -128,8 +129,7 @@ class InferenceWorker:
             began = time.perf_counter()
             predictions.append(model.predict_one(query))
             latencies.append(time.perf_counter() - began)
-            self.hold.checkpoint({"run_id": task["run_id"], "sub_job": task["sub_job"],
-                                  "answered": len(predictions), "of": task["count"]})
+            self.hold.checkpoint(task, len(predictions))
         ids = list(range(task["first"], task["first"] + len(predictions)))
         part = {"run_id": task["run_id"], "sub_job": task["sub_job"], "first": task["first"],
                 "ids": ids, "predictions": predictions, "latencies_s": latencies,
