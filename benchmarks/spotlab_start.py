@@ -3,7 +3,8 @@
 Brings a lab of a head and --nodes spot worker nodes up --repeats times; in each, once it is
 up, preempts one spot node (a notice, the drain, the kill at the deadline) and waits for its
 replacement to join. Prints, per repeat and over all of them, the seconds from the start to
-the lab being ready (every node joined Ray) and from the end of the replace delay to the
+the lab being ready (every node joined Ray), from the notice to the node's agent draining it,
+from the notice's deadline to the kill, and from the end of the replace delay to the
 replacement's join, against the targets; writes the numbers to --out (JSON) and exits 1 when
 the slowest repeat misses a target.
 
@@ -32,7 +33,12 @@ from spotlab import SpotLab, SpotLabConfig, spot_lab
 
 REPO = Path(__file__).resolve().parents[1]
 READY_TARGET_S = 30.0
+DRAIN_TARGET_S = 1.0
+KILL_LATE_TARGET_S = 0.5
 JOIN_TARGET_S = 10.0
+MEASURES = {"ready_s": "start to ready", "drain_after_notice_s": "notice to the agent's drain",
+            "kill_after_deadline_s": "deadline to the kill",
+            "replacement_join_after_delay_s": "replace delay to replacement join"}
 WARNING_S = 2.0
 REPLACE_DELAY_S = 2.0
 BUSY_LOOP = "while True: pass"
@@ -63,6 +69,13 @@ def wait_for_event(lab: SpotLab, matches: Any, timeout_s: float, what: str) -> d
     raise TimeoutError(f"{what} not within {timeout_s:g} s")
 
 
+def first_event(events: list[dict[str, Any]], kind: str, node: str) -> dict[str, Any]:
+    for event in events:
+        if event["event"] == kind and event["node"] == node:
+            return event
+    raise LookupError(f"the lab recorded no {kind} of {node}")
+
+
 def one_repeat(config: SpotLabConfig, quiet: bool) -> dict[str, Any]:
     load_before = load_average()
     started = time.time()
@@ -74,10 +87,14 @@ def one_repeat(config: SpotLabConfig, quiet: bool) -> dict[str, Any]:
         join = wait_for_event(lab, lambda e: e["event"] == "join" and e.get("replaces")
                               == "spot-0", config.warning_s + config.replace_delay_s + 300,
                               "the replacement's join")
-        kill = next(e for e in lab.events() if e["event"] == "kill" and e["node"] == "spot-0")
+        events = lab.events()
         stop_started = time.time()
+    notice, drain, kill = (first_event(events, kind, "spot-0")
+                           for kind in ("notice", "agent-drain", "kill"))
     return {
         "ready_s": round(ready_s, 3),
+        "drain_after_notice_s": round(drain["t"] - notice["t"], 3),
+        "kill_after_deadline_s": round(kill["t"] - notice["deadline"], 3),
         "node_start_to_join_s": joins,
         "replacement_join_after_delay_s": round(join["t"] - kill["t"] - config.replace_delay_s,
                                                 3),
@@ -88,12 +105,10 @@ def one_repeat(config: SpotLabConfig, quiet: bool) -> dict[str, Any]:
     }
 
 
-def verdict(rows: list[dict[str, Any]], ready_target_s: float,
-            join_target_s: float) -> dict[str, Any]:
+def verdict(rows: list[dict[str, Any]], targets: dict[str, float]) -> dict[str, Any]:
     """Per measure: median, slowest, the target and whether the slowest repeat met it."""
     result = {}
-    for key, target in (("ready_s", ready_target_s),
-                        ("replacement_join_after_delay_s", join_target_s)):
+    for key, target in targets.items():
         values = [row[key] for row in rows]
         result[key] = {"median": round(statistics.median(values), 3), "max": max(values),
                        "target": target, "met": max(values) <= target}
@@ -109,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="busy processes beside the lab (a loaded machine)")
     parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=True,
                         help="the head's dashboard, as a run's lab has it")
-    parser.add_argument("--ready-target", type=float, default=READY_TARGET_S)
-    parser.add_argument("--join-target", type=float, default=JOIN_TARGET_S)
+    for flag, default, (key, what) in zip(
+            ("--ready-target", "--drain-target", "--kill-late-target", "--join-target"),
+            (READY_TARGET_S, DRAIN_TARGET_S, KILL_LATE_TARGET_S, JOIN_TARGET_S),
+            MEASURES.items(), strict=True):
+        parser.add_argument(flag, type=float, default=default, dest=key, metavar="SECONDS",
+                            help=f"most seconds from {what} (default %(default)s)")
     parser.add_argument("--out", type=Path,
                         default=REPO / "results" / "benchmarks" /
                         f"spotlab_start-{time.strftime('%Y%m%d-%H%M%S')}.json")
@@ -126,17 +145,18 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(1, args.repeats + 1):
             row = one_repeat(config, args.quiet)
             rows.append(row)
-            print(f"repeat {repeat}: ready in {row['ready_s']:.1f} s, replacement joined "
-                  f"{row['replacement_join_after_delay_s']:.1f} s after its replace delay, "
+            print(f"repeat {repeat}: ready in {row['ready_s']:.1f} s, drained "
+                  f"{row['drain_after_notice_s']:.2f} s after the notice, killed "
+                  f"{row['kill_after_deadline_s']:.2f} s after the deadline, replacement "
+                  f"joined {row['replacement_join_after_delay_s']:.1f} s after its replace delay, "
                   f"stopped in {row['stop_s']:.1f} s (load average {row['load_average_before']}"
                   f" -> {row['load_average_after']})", flush=True)
-    measured = verdict(rows, args.ready_target, args.join_target)
+    measured = verdict(rows, {key: getattr(args, key) for key in MEASURES})
     print(f"spot lab start (head + {args.nodes} nodes, {args.repeats} repeats, {args.load} busy "
           f"processes, {os.cpu_count()} CPUs):")
-    for key, what in (("ready_s", "start to ready"),
-                      ("replacement_join_after_delay_s", "replace delay to replacement join")):
+    for key, what in MEASURES.items():
         row = measured[key]
-        print(f"  {what:<34} median {row['median']:6.1f} s, slowest {row['max']:6.1f} s, "
+        print(f"  {what:<34} median {row['median']:6.2f} s, slowest {row['max']:6.2f} s, "
               f"target <= {row['target']:g} s: {'met' if row['met'] else 'MISSED'}")
     write_output(args.out, json.dumps({
         "config": config.to_dict(), "nodes": args.nodes, "repeats": args.repeats,

@@ -512,7 +512,8 @@ class Supervisor:
         node.ending = CAUSE_NOTICE
         node.deadline = now + self.config.warning_s
         node.endpoint.post_notice(node.deadline)
-        self._event("notice", node, deadline=node.deadline, warning_s=self.config.warning_s,
+        self._event("notice", node, t=now, deadline=node.deadline,
+                    warning_s=self.config.warning_s,
                     scheduled_at=scheduled_at, rebalance_at=node.rebalance_at)
         timer = threading.Timer(self.config.warning_s, self._kill, args=(node,))
         timer.daemon = True

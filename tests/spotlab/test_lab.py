@@ -156,16 +156,17 @@ def test_task_sees_notice_and_drain_before_its_node_dies(preemption: dict[str, A
     assert first(events, "draining", "spot-0")["t"] < dead
 
 
-def test_the_nodes_agent_drains_it_within_a_second_of_the_notice(
+def test_the_nodes_agent_drains_it_after_the_notice_before_its_deadline(
         preemption: dict[str, Any]) -> None:
     """The supervisor only serves the notice: the drain Ray lists is the agent's, with the
-    deadline the timing budget takes from the notice."""
+    deadline the timing budget takes from the notice. (How soon after the notice is
+    benchmarks.spotlab_start's measure.)"""
     events = preemption["events"]
     notice = first(events, "notice", "spot-0")
     drain = first(events, "agent-drain", "spot-0")
     assert drain["accepted"] is True and drain["cause"] == "notice"
     assert drain["ray_node_id"] == notice["ray_node_id"]
-    assert 0 <= drain["t"] - notice["t"] < 1.0
+    assert notice["t"] <= drain["t"] < drain["deadline"]
     assert drain["deadline"] == pytest.approx(notice["deadline"]
                                               - SMALL.budget().deadline_margin_s, abs=0.01)
     assert first(events, "draining", "spot-0")["ray_deadline"] == pytest.approx(
@@ -174,13 +175,15 @@ def test_the_nodes_agent_drains_it_within_a_second_of_the_notice(
                 and e["t"] < first(events, "kill", "spot-0")["t"] - 0.5]  # no SIGTERM at the notice
 
 
-def test_notice_to_death_is_the_warning(preemption: dict[str, Any]) -> None:
+def test_the_notice_gives_the_warning_and_the_node_is_killed_at_its_end(
+        preemption: dict[str, Any]) -> None:
+    """Never before the deadline (how late after it is benchmarks.spotlab_start's measure)."""
     events = preemption["events"]
     notice = first(events, "notice", "spot-0")
-    dead = died_at(events, "spot-0")
     kill = first(events, "kill", "spot-0")
-    assert dead - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
-    assert kill["t"] - notice["t"] == pytest.approx(WARNING_S, rel=0.10)
+    assert notice["deadline"] - notice["t"] == pytest.approx(WARNING_S)
+    assert kill["t"] >= notice["deadline"] - 0.01 and kill["cause"] == "notice"
+    assert died_at(events, "spot-0") > notice["t"]
 
 
 def test_replacement_joins_and_takes_work(preemption: dict[str, Any]) -> None:

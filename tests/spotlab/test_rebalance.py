@@ -62,7 +62,7 @@ def test_the_recommendation_reaches_the_node_and_its_agent_ahead_of_time(
     assert rebalance["scheduled_at"] - up == pytest.approx(AT_S, abs=1.0)
     assert rebalance["lead_s"] > AT_S - 5.0
     seen = one(events, "agent-rebalance", node="spot-1")
-    assert 0 <= seen["t"] - rebalance["t"] < 1.0
+    assert rebalance["t"] <= seen["t"] < rebalance["scheduled_at"]
     assert seen["recommended_at"] == pytest.approx(rebalance["t"], abs=0.01)
     assert not [e for e in events if e["event"] == "agent-drain" and e["node"] == "spot-1"
                 and e["cause"] == "rebalance"]  # recorded, not drained: not asked to
@@ -72,11 +72,12 @@ def test_the_node_group_replaces_the_node_then_drains_it_before_any_notice(
         events: list[dict[str, Any]]) -> None:
     rebalance = one(events, "rebalance")
     started = one(events, "replacement-started", replaces="spot-1")
-    assert started["after_rebalance"] is True and started["t"] - rebalance["t"] < 1.0
+    assert started["after_rebalance"] is True
+    assert rebalance["t"] <= started["t"] < rebalance["scheduled_at"]
     joined = one(events, "join", node=started["node"])
     drained = one(events, "rebalance-drain", node="spot-1")
-    assert joined["t"] <= drained["t"] < joined["t"] + 1.0
     kill = one(events, "kill", node="spot-1")
+    assert joined["t"] <= drained["t"] < kill["t"]
     assert kill["cause"] == "rebalance"
     assert kill["t"] - drained["t"] <= CONFIG.budget().grace_period_s + 1.0
     assert not [e for e in events if e["event"] == "notice" and e["node"] == "spot-1"]
@@ -87,10 +88,10 @@ def test_the_other_interruption_is_a_notice_the_agent_drains_at(
     notice = one(events, "notice")
     up = min(e["t"] for e in events if e["event"] == "join")
     assert notice["scheduled_at"] - up == pytest.approx(AT_S, abs=1.0)
-    assert 0 <= notice["t"] - notice["scheduled_at"] < 1.0
+    assert notice["t"] >= notice["scheduled_at"]
     drain = next(e for e in events if e["event"] == "agent-drain" and e["node"] == notice["node"])
     assert drain["accepted"] and drain["cause"] == "notice"
-    assert 0 <= drain["t"] - notice["t"] < 1.0
+    assert notice["t"] <= drain["t"] < drain["deadline"]
     assert drain["deadline"] == pytest.approx(notice["deadline"]
                                               - CONFIG.budget().deadline_margin_s, abs=0.01)
 
@@ -105,6 +106,6 @@ def test_the_records_say_which_was_which(events: list[dict[str, Any]], tmp_path:
     assert rebalanced["replacement_joined_at"] < rebalanced["gone_at"]  # replaced first
     assert noticed["rebalance_at"] is None
     assert noticed["notice_at"] < noticed["drain_seen_at"] < noticed["gone_at"]
-    assert noticed["gone_at"] - noticed["notice_at"] == pytest.approx(CONFIG.warning_s, abs=0.5)
+    assert noticed["gone_at"] >= noticed["notice_at"] + CONFIG.warning_s - 0.01  # not early
     assert noticed["replacement_joined_at"] > noticed["gone_at"]
     assert rebalanced["scheduled_at"] == pytest.approx(noticed["scheduled_at"], abs=0.01)
