@@ -307,10 +307,6 @@ class Coordinator:
             return json.loads((store or self.store).read_bytes(name))
         except (FileNotFoundError, ValueError, KeyError):
             return default
-        except Exception as error:  # S3's NoSuchKey is a ClientError
-            if "NoSuchKey" in str(error) or "Not Found" in str(error):
-                return default
-            raise
 
     def _write_json(self, name: str, document: Any, store: Storage | None = None) -> None:
         (store or self.store).write_bytes(name, json.dumps(document, indent=1).encode())

@@ -245,10 +245,6 @@ def read_endpoint(store: Storage) -> dict[str, Any] | None:
         document: dict[str, Any] = json.loads(store.read_bytes(ENDPOINT_FILE))
     except (FileNotFoundError, ValueError):
         return None
-    except Exception as error:  # S3's NoSuchKey is a ClientError
-        if "NoSuchKey" in str(error) or "Not Found" in str(error):
-            return None
-        raise
     return document
 
 
