@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
 from launch.options import TargetOptions
+from launch.ray_private import reload_auth
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
@@ -142,7 +143,7 @@ def connected(address: str, driver_env: dict[str, str]) -> Iterator[None]:
     _reachable(address)
     saved = {key: os.environ.get(key) for key in driver_env}
     os.environ.update(driver_env)
-    _reload_auth()
+    reload_auth()
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
                  log_to_driver=False, configure_logging=True)
@@ -156,16 +157,7 @@ def connected(address: str, driver_env: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        _reload_auth()
-
-
-def _reload_auth() -> None:
-    """Ray caches its auth mode and token per process: make it read the environment again
-    (a driver of one lab after another, or after `import ray` saw no token)."""
-    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
-
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
+        reload_auth()
 
 
 def infer_up(options: ServiceOptions, lab: SpotLabConfig,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import re
 import shlex
 import tempfile
@@ -14,11 +13,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ray._private.authentication.authentication_token_setup import (
-    maybe_enable_token_auth_if_token_available,
-)
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from launch.ray_private import use_token_auth_if_available
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from procs import interrupts_ignored
 from procs.journal import note_removed
@@ -54,21 +51,6 @@ def wait_for_end(status: Callable[[], JobStatus], timeout_s: float = END_TIMEOUT
         if current.is_terminal() or time.monotonic() >= deadline:
             return current
         time.sleep(poll_s)
-
-
-def use_token_auth_if_available() -> None:
-    """Ray 2.60 clusters started locally require a token, and a Jobs client sends one only in
-    token mode. When RAY_AUTH_MODE is unset and a token can be found (~/.ray/auth_token,
-    RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN), switch this process to token mode the way
-    `ray.init()` does when it joins a cluster (the mode is cached when Ray is imported, so
-    setting the variable alone is too late)."""
-    setup_logger = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
-    level = setup_logger.level
-    setup_logger.setLevel(logging.ERROR)  # its warning would precede a task's one-line error
-    try:
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-    finally:
-        setup_logger.setLevel(level)
 
 
 def token_headers(token: str | None) -> dict[str, str] | None:

@@ -314,12 +314,9 @@ class Supervisor:
     def _connect(self) -> None:
         """A GCS client with the lab's token, without a driver (no core worker, no signal
         handlers of Ray's in this process): the node table and the draining nodes."""
-        from ray._private.state import GlobalState
-        from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]
+        from workloads.common.ray_private import GcsState
 
-        self.gcs = GlobalState()
-        self.gcs._initialize_global_state(GcsClientOptions.create(
-            self.head_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+        self.gcs = GcsState(self.head_address)
 
     def _disconnect(self) -> None:
         if self.gcs is not None:
@@ -620,7 +617,7 @@ class Supervisor:
         return RayNodes.of(self.gcs.node_table())
 
     def _draining(self) -> dict[str, int]:
-        draining: dict[str, int] = self.gcs.get_draining_nodes()
+        draining: dict[str, int] = self.gcs.draining_nodes()
         return draining
 
     def _interrupt_requests(self) -> set[str]:

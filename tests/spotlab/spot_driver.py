@@ -19,8 +19,7 @@ from ray.exceptions import RayError
 
 @ray.remote(num_cpus=1, resources={"spot": 1}, max_retries=0)
 def observe(out: str) -> None:
-    from ray._private.state import state
-
+    from workloads.common.ray_private import draining_nodes
     from workloads.common.spot_notice import NoticeWatcher
 
     node_id = ray.get_runtime_context().get_node_id()
@@ -31,7 +30,7 @@ def observe(out: str) -> None:
         log.flush()
         while True:
             notice = watcher.check()
-            draining = node_id in state.get_draining_nodes()
+            draining = node_id in draining_nodes()
             log.write(json.dumps({"t": time.time(), "notice": notice is not None,
                                   "notice_time": notice.time.timestamp() if notice else None,
                                   "draining": draining}) + "\n")

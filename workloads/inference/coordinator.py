@@ -49,6 +49,7 @@ from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorErr
 
 from vocab.errors import one_line
 from vocab.spot import SPOT_RESOURCE
+from workloads.common import ray_private
 from workloads.common.actors import start_actor
 from workloads.common.options import OptionError
 from workloads.common.storage import Storage, open_storage
@@ -453,10 +454,10 @@ class Coordinator:
 
     def _mark_draining(self) -> None:
         try:
-            from ray._private.state import state as global_state
-
-            draining = set(global_state.get_draining_nodes())
-        except Exception:
+            draining = set(ray_private.draining_nodes())
+        except Exception as error:  # keep scheduling, but never without saying drains go unseen
+            print(f"coordinator: the draining nodes are unknown: {type(error).__name__}: "
+                  f"{one_line(error)}", flush=True)
             return
         for slot in self.workers.values():
             if slot.node_id in draining and slot.state in ("idle", "starting", "busy"):
