@@ -9,7 +9,9 @@ the node group's eviction comes. The pod's grace period, Ray's drain timeout (th
 group's eviction becomes SIGTERM to `ray start --block`, which drains too and stops) and the
 agent's poll come from one timing budget (vocab/spot_budget.py). Ray's image does not hold
 this project: the agent's files (vocab/spot.py's NOTICE_AGENT_FILES) come from a ConfigMap,
-mounted read-only.
+mounted read-only; the agent reads the cluster's token from its Secret, mounted read-only as
+a file (RAY_AUTH_TOKEN_PATH). No container declared here takes a secret from an environment
+variable; the Ray containers get theirs from KubeRay.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ NOTICE_AGENT_MEMORY = "256Mi"
 """The agent's container: a poll every few seconds; Ray's GCS client is most of its memory."""
 TOKEN_KEY = "auth_token"
 """The key of KubeRay's token Secret that holds the Ray token."""
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+"""Where Ray reads its token from a file (after RAY_AUTH_TOKEN, before ~/.ray/auth_token)."""
+NOTICE_AGENT_TOKEN_VOLUME = "ray-token"
+NOTICE_AGENT_TOKEN_DIR = "/var/run/secrets/ray"
+"""Where a spot pod's agent mounts the cluster's token Secret (read-only, the token alone)."""
+TOKEN_FILE_MODE = 0o440
+"""Owner root, group the pod's fsGroup (Ray's user is in it): nobody else reads it."""
 API_TOKEN_VOLUME = "kube-api-access"
 API_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 AUTOSCALER_IDLE_TIMEOUT_S = 60
@@ -188,7 +197,8 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
         pod["terminationGracePeriodSeconds"] = int(budget.grace_period_s)
         container["env"] = [{"name": DRAIN_TIMEOUT_ENV, "value": f"{budget.drain_timeout_s:g}"}]
         pod["containers"].append(_notice_agent(args))
-        pod["volumes"] = [_notice_agent_volume(args.cluster_name)]
+        pod["volumes"] = [_notice_agent_volume(args.cluster_name),
+                          _notice_agent_token_volume(args.cluster_name)]
     spec: dict[str, Any] = {
         "groupName": group.name,
         "replicas": group.replicas,
@@ -206,7 +216,9 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
 
 def _notice_agent(args: RayClusterSpecArgs) -> dict[str, Any]:
     """The agent's container: the same image, the agent's files on its PYTHONPATH, the
-    cluster's token, the pod's IP (KubeRay starts Ray on it: that is the node to drain)."""
+    cluster's token as a read-only file (never in its environment, which /proc/*/environ,
+    crash reports and `kubectl describe` show), the pod's IP (KubeRay starts Ray on it: that
+    is the node to drain)."""
     agent = args.notice_agent
     command = ["python", "-m", NOTICE_AGENT_MODULE,
                "--gcs-address", f"{head_service_name(args.cluster_name)}:{GCS_PORT}",
@@ -224,13 +236,14 @@ def _notice_agent(args: RayClusterSpecArgs) -> dict[str, Any]:
             {"name": "PYTHONPATH", "value": NOTICE_AGENT_ROOT},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "RAY_AUTH_MODE", "value": "token"},
-            {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {
-                "name": token_secret_name(args.cluster_name), "key": TOKEN_KEY}}},
+            {"name": TOKEN_PATH_ENV, "value": f"{NOTICE_AGENT_TOKEN_DIR}/{TOKEN_KEY}"},
         ],
         "resources": _limits(NOTICE_AGENT_CPU, NOTICE_AGENT_MEMORY, 0),
         "securityContext": _container_security(),
         "volumeMounts": [{"name": NOTICE_AGENT_VOLUME, "mountPath": NOTICE_AGENT_ROOT,
-                          "readOnly": True}],
+                          "readOnly": True},
+                         {"name": NOTICE_AGENT_TOKEN_VOLUME,
+                          "mountPath": NOTICE_AGENT_TOKEN_DIR, "readOnly": True}],
     }
 
 
@@ -241,6 +254,17 @@ def _notice_agent_volume(cluster_name: str) -> dict[str, Any]:
             "name": notice_agent_config_map_name(cluster_name),
             "items": [{"key": notice_agent_file_key(path), "path": path}
                       for path in NOTICE_AGENT_FILES],
+        },
+    }
+
+
+def _notice_agent_token_volume(cluster_name: str) -> dict[str, Any]:
+    return {
+        "name": NOTICE_AGENT_TOKEN_VOLUME,
+        "secret": {
+            "secretName": token_secret_name(cluster_name),
+            "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
+            "defaultMode": TOKEN_FILE_MODE,
         },
     }
 

@@ -224,8 +224,9 @@ def _agent(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) -> None:
     """A second container of the same image drains the pod's Ray node at the notice: it
-    finds its node by the pod's IP, talks to the head's GCS with the cluster's token and
-    polls at the budget's interval; on-demand pods have none."""
+    finds its node by the pod's IP, talks to the head's GCS with the cluster's token (its
+    Secret mounted read-only as the file Ray reads, never an environment variable) and polls
+    at the budget's interval; on-demand pods have none."""
     spot_pods = 0
     for experiment, group in _groups(dev_run):
         pod = group["template"]["spec"]
@@ -247,17 +248,22 @@ def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) ->
         env = {e["name"]: e for e in agent["env"]}
         assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         assert env["RAY_AUTH_MODE"]["value"] == "token"
-        assert env["RAY_AUTH_TOKEN"]["valueFrom"] == {
-            "secretKeyRef": {"name": experiment, "key": "auth_token"}}
-        assert env["PYTHONPATH"]["value"] == agent["volumeMounts"][0]["mountPath"]
-        assert agent["volumeMounts"][0]["readOnly"] is True
+        assert "RAY_AUTH_TOKEN" not in env
+        files, token = agent["volumeMounts"]
+        assert env["PYTHONPATH"]["value"] == files["mountPath"]
+        assert env["RAY_AUTH_TOKEN_PATH"]["value"] == f"{token['mountPath']}/auth_token"
+        assert files["readOnly"] is True and token["readOnly"] is True
         assert agent["securityContext"] == ray["securityContext"]
         assert agent["resources"]["requests"] == agent["resources"]["limits"]
-        (volume,) = pod["volumes"]
-        assert volume["name"] == agent["volumeMounts"][0]["name"]
-        assert [item["path"] for item in volume["configMap"]["items"]] == list(
-            NOTICE_AGENT_FILES)
-        assert volume["configMap"]["name"] == f"{experiment}-notice-agent"
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        assert set(volumes) == {files["name"], token["name"]}
+        config_map = volumes[files["name"]]["configMap"]
+        assert [item["path"] for item in config_map["items"]] == list(NOTICE_AGENT_FILES)
+        assert config_map["name"] == f"{experiment}-notice-agent"
+        assert volumes[token["name"]]["secret"] == {
+            "secretName": experiment, "items": [{"key": "auth_token", "path": "auth_token"}],
+            "defaultMode": 0o440}
+        assert "volumeMounts" not in ray  # the Ray container mounts no token of ours
     assert spot_pods == 6  # doll 1, elastic 2, rl 2, inference 1
 
 
