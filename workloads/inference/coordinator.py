@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import ray
 from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorError
@@ -79,7 +79,11 @@ JOBS_FOLDER = "service/jobs"
 """One record per job: <name>.json."""
 RUNS_FOLDER = "jobs"
 """A job run's parts and output: jobs/<run id>/parts/<sub-job>.json, jobs/<run id>/output.json."""
-STATES = ("idle", "running", "done", "failed")
+JobState = Literal["idle", "running", "done", "failed"]
+STATES: tuple[JobState, ...] = get_args(JobState)
+WorkerState = Literal["starting", "idle", "busy", "draining", "dead"]
+"""The states as types: a misspelt one, assigned or compared (strict_equality for this
+module in pyproject), fails mypy."""
 WORKERS_FILE = "service/workers.json"
 INCARNATION_FILE = "service/coordinator.json"
 TICK_S = 0.02
@@ -117,7 +121,7 @@ class Job:
     labels: str
     batch_size: int
     queries: int
-    state: str = "idle"  # idle | running | done | failed
+    state: JobState = "idle"
     run_id: str = ""
     added_at: float = field(default_factory=time.time)
     started_at: float | None = None
@@ -222,7 +226,7 @@ def _is_time(value: Any) -> bool:
 class WorkerSlot:
     name: str
     handle: Any
-    state: str = "starting"  # starting | idle | busy | draining | dead
+    state: WorkerState = "starting"
     node_id: str | None = None
     pid: int | None = None
     job: str | None = None
