@@ -453,3 +453,54 @@ def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
     assert call("job_remove", "keep")["removed"]
     assert not [name for name in store.names() if name.startswith("jobs/")]
     assert not [name for name in store.names() if name.startswith("service/jobs/")]
+
+
+def _status_of(name: str) -> dict[str, Any] | None:
+    try:
+        return dict(call("job_status", name, timeout_s=2.0)["jobs"][name])
+    except ServiceError:
+        return None
+
+
+def test_a_status_call_reading_the_store_does_not_hold_up_scheduling(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """job-status reads each finished job's output from the store outside the coordinator's
+    lock: while that read hangs (the output a FIFO whose writer waits), another job is
+    started and its sub-jobs dispatched and answered."""
+    store = running_service(bundle, repeat=1)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 20)
+    call("job_start", "small")
+    done = wait_until(lambda: (job := _status_of("small")) and job["state"] == "done" and job,
+                      120.0, "the small job done")
+    output = Path(store.uri) / "jobs" / done["run_id"] / "output.json"
+    content = output.read_bytes()
+    output.unlink()
+    os.mkfifo(output)
+    writer: int | None = None
+    try:
+        coordinator = ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE)
+        pending: Any = coordinator.command.remote("job_status", [])
+
+        def reader_waiting() -> int | None:
+            try:  # opens once the coordinator has the FIFO open for reading
+                return os.open(output, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return None
+
+        writer = wait_until(reader_waiting, 30.0, "the status call reading the output")
+        call("job_add", "large", "large_model", "large_testset", "large_label", 20)
+        call("job_start", "large")
+        wait_until(lambda: (job := _status_of("large")) and job["processed"] > 0, 60.0,
+                   "a sub-job of the large job answered while the read hangs")
+        assert ray.wait([pending], timeout=0)[0] == [], "the status call did not wait"
+        os.set_blocking(writer, True)
+        with os.fdopen(writer, "wb") as out:
+            writer = None
+            out.write(content)
+        answer = ray.get(pending, timeout=30)
+        assert answer["jobs"]["small"]["accuracy"] == json.loads(content)["accuracy"]
+    finally:
+        if writer is not None:
+            os.close(writer)  # the reader sees an empty output and answers
+        output.unlink()
+        output.write_bytes(content)

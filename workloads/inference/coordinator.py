@@ -794,10 +794,16 @@ class Coordinator:
                 jobs = [job]
             else:
                 jobs = list(self.jobs.values())
-            return {"ok": True, "coordinator_incarnation": self.incarnation,
-                    "policy": self.settings.policy,
-                    "jobs": {job.name: self._status(job) for job in jobs},
-                    "skipped": dict(self.skipped) if request.name is None else {}}
+            answer: dict[str, Any] = {
+                "ok": True, "coordinator_incarnation": self.incarnation,
+                "policy": self.settings.policy,
+                "jobs": {job.name: self._status(job) for job in jobs},
+                "skipped": dict(self.skipped) if request.name is None else {}}
+            outputs = {job.name: job.run_id for job in jobs if job.state == "done"}
+        for name, run_id in outputs.items():  # store reads outside the lock: scheduling goes on
+            answer["jobs"][name]["accuracy"] = self._read_json(
+                f"jobs/{run_id}/output.json", {}).get("accuracy")
+        return answer
 
     def _status(self, job: Job) -> dict[str, Any]:
         now = time.time()
@@ -822,9 +828,6 @@ class Coordinator:
             "reruns": job.reruns, "duplicates_discarded": job.duplicates,
             "error": job.error,
         }
-        if job.state == "done":
-            output["accuracy"] = self._read_json(f"jobs/{job.run_id}/output.json",
-                                                 {}).get("accuracy")
         return output
 
     def _members(self, request: Command) -> dict[str, Any]:
