@@ -352,6 +352,8 @@ def _pod_with_ip(config_file: Path, namespace: str, ip: str) -> str:
         found = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
         raise ServiceError("kubectl is not installed (needed for a service on a stack)") from None
+    except subprocess.TimeoutExpired:
+        raise ServiceError(f"kubectl get pods -n {namespace}: no answer within 30 s") from None
     names = found.stdout.split()
     if found.returncode != 0:
         raise ServiceError(f"kubectl get pods -n {namespace}: "

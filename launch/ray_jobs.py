@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ray._private.authentication.authentication_token_setup import (
     maybe_enable_token_auth_if_token_available,
@@ -22,7 +23,8 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from procs import interrupts_ignored
 from procs.journal import note_removed
-from vocab.errors import RunFailed, UserError
+from vocab.errors import RunFailed, UserError, one_line
+from workloads.common.deadline import DeadlineExceeded, call_within
 from workloads.common.transport import MARKER
 
 
@@ -36,6 +38,47 @@ class JobFailed(RunFailed, RuntimeError):
 
 class ClusterUnreachable(UserError, ConnectionError):
     """No Ray dashboard answers at the address; nothing was submitted."""
+
+
+HTTP_CONNECT_TIMEOUT_S = 5.0
+HTTP_READ_TIMEOUT_S = 30.0
+HTTP_DEADLINE_S = 120.0
+"""The longest one Jobs API call (submit, status, logs, stop) may take: to connect
+HTTP_CONNECT_TIMEOUT_S, each read HTTP_READ_TIMEOUT_S, and the whole call HTTP_DEADLINE_S even
+from a server that drips its answer a byte at a time. The log stream is watched by the
+run's progress watchdog instead (--stall-timeout)."""
+
+
+class _DeadlineClient(JobSubmissionClient):
+    """Ray's Jobs client with a deadline on every HTTP call. Its calls go through
+    `_do_request`, which passes no timeout to `requests` (a private seam of Ray's SDK, the
+    one place every call passes)."""
+
+    def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", (HTTP_CONNECT_TIMEOUT_S, HTTP_READ_TIMEOUT_S))
+        call = super()._do_request
+        try:
+            return call_within(lambda: call(method, endpoint, **kwargs), HTTP_DEADLINE_S)
+        except DeadlineExceeded:
+            raise ClusterUnreachable(f"the Ray dashboard at {self._address} did not answer "
+                                     f"{method} {endpoint} within {HTTP_DEADLINE_S:g} s") \
+                from None
+
+
+def jobs_client(address: str, token: str | None) -> JobSubmissionClient:
+    """A Jobs client of the dashboard at `address` (it asks the cluster's version at once);
+    ClusterUnreachable, in one line naming the address, when nothing answers there as a Ray
+    dashboard does (refused, silent past the deadline, an HTML page, an error status)."""
+    import requests
+
+    try:
+        return _DeadlineClient(address, headers=token_headers(token))
+    except ClusterUnreachable:
+        raise
+    except (ConnectionError, requests.RequestException, RuntimeError, ValueError,
+            KeyError) as error:
+        raise ClusterUnreachable(f"no Ray dashboard answers at {address} "
+                                 f"({one_line(error)})") from None
 
 
 END_TIMEOUT_S = 300.0
@@ -200,10 +243,7 @@ def run_job(
     which is told once where. Raises JobFailed (with the log's tail) unless the job
     succeeded."""
     use_token_auth_if_available()
-    try:
-        client = JobSubmissionClient(address, headers=token_headers(token))
-    except ConnectionError as error:
-        raise ClusterUnreachable(f"no Ray dashboard answers at {address} ({error})") from None
+    client = jobs_client(address, token)
     entrypoint = shlex.join([python, *command])
     runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
     if requirements:
