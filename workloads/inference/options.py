@@ -43,6 +43,8 @@ def check_store(flag: str, store: str | None, endpoint: str | None) -> None:
     """A store is a folder or s3://BUCKET[/prefix]; an endpoint goes with s3:// only."""
     if store is not None:
         parsed = urlparse(store)
+        if parsed.scheme in ("", "file") and Path(parsed.path or store).is_file():
+            raise OptionError(flag, f"{store} is a file; give a folder or s3://BUCKET/PREFIX")
         if not store.strip():
             raise OptionError(flag, "expected a folder or s3://BUCKET/PREFIX, got ''")
         if parsed.scheme == "s3" and not parsed.netloc:
@@ -207,6 +209,12 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     fail_after_s: float = option(8.0, "seconds after the jobs start that the failures hit",
                                  flag="--fail-after", minimum=0.0)
     seed: int = option(0, "seed of the models' training and the data split", minimum=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.fail_workers > self.workers:
+            raise OptionError("--fail-workers", f"expected at most --workers ({self.workers}), "
+                              f"got {self.fail_workers}")
 
     def parameters(self) -> dict[str, Any]:
         return asdict(self)
