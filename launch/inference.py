@@ -27,6 +27,7 @@ from launch import pulumi_cli
 from launch.options import TargetOptions
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
+from vocab.names import NAME
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage, write_atomically
 from workloads.inference.endpoint import (
@@ -62,7 +63,8 @@ class InferTargetOptions:
     address: str | None = option(None, "Ray address of a running cluster (HOST:PORT of its "
                                  "GCS, or ray://HOST:10001); its token from RAY_AUTH_TOKEN")
     stack: str | None = option(None, "a deployed stack's inference RayCluster (commands "
-                               "then reach it through kubectl port-forward)")
+                               "then reach it through kubectl port-forward)",
+                               pattern=NAME)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -252,7 +254,7 @@ def _service_job(stack: str, action: str,
 
 def infer_down() -> list[str]:
     """Stop the workers and the coordinator, and the lab if infer-up started one."""
-    from spotlab import stop_lab
+    from spotlab import SpotLabNotFound, stop_lab
     from workloads.inference.service import stop_coordinator
 
     record = ServiceRecord.load()
@@ -267,8 +269,11 @@ def infer_down() -> list[str]:
     except (ServiceError, ConnectionError) as error:
         done.append(f"coordinator not stopped: {error}")
     if record.lab_id is not None:
-        stop_lab(record.lab_id)
-        done.append(f"spot lab {record.lab_id} removed")
+        try:
+            stop_lab(record.lab_id)
+            done.append(f"spot lab {record.lab_id} removed")
+        except SpotLabNotFound:  # removed by spot-lab-down, or the machine restarted
+            done.append(f"spot lab {record.lab_id} was already gone")
     (state_dir() / RECORD_NAME).unlink(missing_ok=True)
     done.append(f"files kept in {record.store}")
     return done

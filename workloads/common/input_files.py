@@ -83,7 +83,7 @@ def parse_json(where: str, text: str | bytes) -> Any:
 
 def _depth_exceeds(document: Any, limit: int) -> bool:
     level: list[Any] = [document]
-    for _ in range(limit + 1):
+    for _ in range(limit):
         level = [child for item in level if isinstance(item, dict | list)
                  for child in (item.values() if isinstance(item, dict) else item)]
         if not level:
