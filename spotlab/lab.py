@@ -32,7 +32,6 @@ beyond it (each node's ports are recorded by role in the state file):
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 import subprocess
@@ -63,6 +62,7 @@ from spotlab.state import (
 from spotlab.supervisor import FAILED_LINE, READY_LINE, lab_env
 from vocab.errors import RunFailed, UserError
 from vocab.names import NotOurs, owned
+from workloads.common.input_files import InputFileError, parse_json
 
 START_TIMEOUT_S = 600.0
 Progress = Callable[[str], None]
@@ -387,6 +387,16 @@ def interrupt(lab_id: str | None, node: str) -> None:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """The lab's events; a line that is no event (the last one half-written when the
+    supervisor was killed) is skipped: the status of a lab must not fail on its history."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    events = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            event = parse_json(str(path), line) if line.strip() else None
+        except InputFileError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events

@@ -159,3 +159,15 @@ def test_run_doll_at_an_address_that_answers_html_is_one_line(server: LoopbackSe
     assert done.stderr.startswith(f"error: --address: no Ray dashboard answers at {server.url}")
     assert done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
+def test_a_service_command_gives_up_on_a_silent_or_dripping_endpoint_naming_it(
+        server: LoopbackServer) -> None:
+    from workloads.inference.endpoint import EndpointUnreachable, send_command
+
+    started = time.monotonic()
+    with pytest.raises(EndpointUnreachable) as failed:
+        send_command(server.url, "token", "job_status", [], timeout_s=1.0)
+    assert time.monotonic() - started < 1.0 + 5.0
+    assert str(failed.value).startswith(f"no answer from {server.url} within 1 s")

@@ -207,3 +207,11 @@ def test_spot_lab_down_through_invoke_refuses_a_path_and_a_folder_for_the_events
         assert line in done.stderr, (argv, done.stderr)
     assert_untouched(folders["precious"])
     assert state_path("ccc333").exists() and lab_temp_dir("ccc333").is_dir()  # untouched
+
+
+def test_a_half_written_event_does_not_break_the_labs_status(folders: dict[str, Path]) -> None:
+    spot_record("ddd444", str(lab_temp_dir("ddd444")))
+    lab_temp_dir("ddd444").mkdir()
+    (lab_temp_dir("ddd444") / "events.jsonl").write_text(
+        '{"event": "join", "node": "head"}\n' + "[" * 5000 + "\n" + '{"event": "noti')
+    assert lab_status("ddd444")["events"] == [{"event": "join", "node": "head"}]
