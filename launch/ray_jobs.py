@@ -214,6 +214,17 @@ async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str]
         show(pending)
 
 
+def _lost_stream(error: BaseException) -> bool:
+    """The log stream broke off (the WebSocket closed abnormally, the connection was reset:
+    the head died), as opposed to an interrupt or the watchdog's stop."""
+    import aiohttp
+
+    if isinstance(error, UserError | RunFailed):
+        return False
+    return isinstance(error, ConnectionError | RuntimeError | aiohttp.ClientError
+                      | asyncio.TimeoutError)
+
+
 def without_ray_traces(lines: list[str]) -> list[str]:
     """The lines that are not Ray's own output (ray_own_line)."""
     kept, in_block = [], False
@@ -259,10 +270,13 @@ def run_job(
 
     try:
         asyncio.run(_follow(client, job_id, RayTraceDiverter(shown, traces), watchdog))
-    except BaseException:  # Ctrl-C, SIGTERM or a lost stream: the job must not run on
-        with interrupts_ignored(), contextlib.suppress(Exception):  # a cluster gone too
+    except BaseException as error:  # Ctrl-C, SIGTERM or a lost stream: the job must not
+        with interrupts_ignored(), contextlib.suppress(Exception):  # run on a cluster gone too
             if client.stop_job(job_id):
                 note_removed(f"Ray job {job_id} (stopped)")
+        if _lost_stream(error):
+            raise JobFailed(f"Ray job {job_id}: its log stream from {address} broke off "
+                            f"({one_line(error)}); the cluster's head may be gone") from None
         raise
     status = wait_for_end(lambda: client.get_job_status(job_id))
     log = client.get_job_logs(job_id)
