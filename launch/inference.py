@@ -28,6 +28,7 @@ from launch.options import TargetOptions
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
 from vocab.names import NAME
+from workloads.common.input_files import read_input_json
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage, write_atomically
 from workloads.inference.endpoint import (
@@ -105,10 +106,10 @@ class ServiceRecord:
         if not path.exists():
             raise ServiceError(f"the inference service is not up (no {path}; invoke infer-up)")
         try:
-            return cls(**json.loads(path.read_text()))
-        except (ValueError, TypeError) as error:
-            raise ServiceError(f"{path}: not a service record ({error}); remove it and "
-                               "infer-up again") from None
+            return cls(**read_input_json("", path, max_bytes=1 << 20))
+        except (ValueError, TypeError) as error:  # InputFileError is a ValueError
+            raise ServiceError(f"{path}: not a service record ({one_line(error)}); infer-down "
+                               "removes it") from None
 
     def save(self) -> None:
         write_atomically(state_dir() / RECORD_NAME, json.dumps(self.__dict__, indent=2).encode(),
@@ -257,7 +258,15 @@ def infer_down() -> list[str]:
     from spotlab import SpotLabNotFound, stop_lab
     from workloads.inference.service import stop_coordinator
 
-    record = ServiceRecord.load()
+    path = state_dir() / RECORD_NAME
+    try:
+        record = ServiceRecord.load()
+    except ServiceError as error:
+        if not path.exists():
+            raise
+        path.unlink()  # a record no command can use: infer-up must be able to start again
+        return [f"{error}", f"removed {path}; a spot lab it started is listed by "
+                "spot-lab-status and removed by spot-lab-down"]
     done: list[str] = []
     try:
         if record.stack:

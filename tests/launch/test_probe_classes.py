@@ -174,6 +174,20 @@ def test_infer_down_after_its_lab_is_gone_removes_the_record(
     assert not (tmp_path / "inference" / inference.RECORD_NAME).exists()  # infer-up may run
 
 
+@pytest.mark.parametrize("text", ["", '{"ray_address": ', "[1]", "[" * 100_000, '{"x": NaN}',
+                                  '{"ray_address": "127.0.0.1:1"}'])
+def test_infer_down_removes_a_corrupt_service_record_so_infer_up_can_start_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv(inference.STATE_DIR_ENV, str(tmp_path))
+    record = tmp_path / inference.RECORD_NAME
+    record.write_text(text)
+    with pytest.raises(inference.ServiceError) as status:
+        inference.ServiceRecord.load()
+    assert "not a service record" in str(status.value) and "\n" not in str(status.value)
+    done = inference.infer_down()
+    assert done[0] == str(status.value) and not record.exists()
+
+
 def test_a_state_record_is_read_by_the_one_json_reader() -> None:
     """What the reader refuses (each a class of garbage) is refused for every record kind."""
     from workloads.common.input_files import InputFileError, parse_json
