@@ -147,6 +147,10 @@ def run_rl(
     check_env(options.env)
     run = workload_run("rl", "workloads.rl", RL_SPEC, options)
     local = not (target.address or target.stack)
+    if local and isinstance(lab, RlLabOptions) and lab.learner == 0 \
+            and options.learner_on == "learner":
+        raise OptionError("--learner", "0 leaves the learner no node to run on (--learner-on "
+                          "learner); give 1 or more, or another --learner-on")
     if local and options.learner_gpus > local_gpus():
         raise OptionError("--learner-gpus", f"this machine has {local_gpus()} GPUs, asked "
                           f"{options.learner_gpus:g} (a GPU is asked only where one exists: "

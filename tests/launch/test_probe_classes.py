@@ -18,7 +18,7 @@ from invoke.exceptions import Exit
 
 import tasks
 from launch import inference
-from launch.options import TargetOptions
+from launch.options import RlLabOptions, TargetOptions
 from launch.rl import run_rl
 from workloads.burst.options import BurstOptions
 from workloads.common.options import Option, OptionError, OptionSpec
@@ -154,6 +154,8 @@ def test_a_gpu_is_asked_only_where_one_exists(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr("launch.rl.local_gpus", lambda: 0)
     with pytest.raises(OptionError, match="^--learner-gpus: this machine has 0 GPUs, asked 1"):
         run_rl(RlOptions(learner_gpus=1.0))
+    with pytest.raises(OptionError, match="^--learner: 0 leaves the learner no node"):
+        run_rl(RlOptions(), lab=RlLabOptions(learner=0))
     called: list[Any] = []
     monkeypatch.setattr("launch.rl.run_workload", lambda *a, **k: called.append(a))
     monkeypatch.setattr("launch.rl.draw", lambda folder: None)
