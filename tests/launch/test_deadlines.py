@@ -87,6 +87,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[LoopbackServer]:
         running.close()
 
 
+@pytest.mark.slow  # seconds of waiting on the deadlines
 @pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
 def test_the_jobs_client_gives_up_on_a_silent_or_dripping_dashboard_naming_it(
         server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,6 +111,7 @@ def test_an_address_that_answers_html_is_no_ray_dashboard(server: LoopbackServer
     assert "\n" not in str(failed.value)
 
 
+@pytest.mark.slow  # seconds of waiting on the deadlines
 @pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
 def test_a_boto3_call_gives_up_on_a_silent_or_dripping_endpoint_in_one_line(
         server: LoopbackServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -161,6 +163,7 @@ def test_run_doll_at_an_address_that_answers_html_is_one_line(server: LoopbackSe
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.slow  # seconds of waiting on the deadlines
 @pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
 def test_a_service_command_gives_up_on_a_silent_or_dripping_endpoint_naming_it(
         server: LoopbackServer) -> None:
