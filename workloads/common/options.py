@@ -278,6 +278,9 @@ def _plain(value: Any) -> str:
 
 
 def _number(value: float) -> str:
+    """A bound as written: whole numbers in full (4294967295, not 4.29497e+09)."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
     return f"{value:g}"
 
 

@@ -117,7 +117,7 @@ class ElasticOptions(ResultsOptions):
             try:
                 given = parse_json("--config", self.config)
             except InputFileError as error:
-                problem = str(error).removeprefix("--config").lstrip(": ")
+                problem = str(error).removeprefix("--config").lstrip(": ").removeprefix("is ")
                 raise OptionError("--config", problem) from None
             if not isinstance(given, dict):
                 raise OptionError("--config", f"expected a JSON object, got {self.config!r}")
