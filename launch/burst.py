@@ -239,9 +239,9 @@ def run_on_stack(
         raise StackOutputsError(f"stack {stack!r} has no output {BURST_TOKEN_PARAMETER}; "
                                 "redeploy it: the burst cluster runs with token auth")
     if ssm is None:
-        import boto3
+        from workloads.common.aws_client import aws_client
 
-        ssm = boto3.client("ssm", region_name=burst.region)
+        ssm = aws_client("ssm", region=burst.region)
     statuses = netem_on_stack(stack, profile, outputs=outputs, ssm=ssm)
     show(format_statuses(statuses))
     try:

@@ -11,7 +11,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
+from netem.profile import MAX_BW_MBIT, MIN_BW_MBIT
 from spotlab.options import SpotLabOptions
+from vocab.names import NAME, shown
 from workloads.common.options import (
     METADATA_KEY,
     OptionError,
@@ -24,8 +26,6 @@ BW_HELP = (
     "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
     "(31/55/83/106/160/210), any other positive number shapes to exactly that"
 )
-MAX_BW_MBIT = 10_000.0
-"""The fastest cross-site link a lab or a stack's tc shaping is asked for (10 Gbit/s)."""
 PROFILE_HELP = "profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
 STACK_HELP = "Pulumi stack name (its config is Pulumi.<stack>.yaml)"
 ENDPOINT_HELP = "AWS endpoint URL (only for a local stand-in such as moto_server)"
@@ -44,12 +44,44 @@ def check_dashboard_address(address: str) -> None:
                                        f"{address!r}")
 
 
+def check_endpoint_url(flag: str, url: str) -> None:
+    """An endpoint URL as boto3 takes it: http(s)://HOST[:PORT][/path]."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or 0 < parts.port
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise OptionError(flag, f"expected http(s)://HOST:PORT, got {shown(url)}")
+
+
+def check_new_file(flag: str, path: Path) -> None:
+    """`path` can be written as a file: not a folder, and no file where its folder would be."""
+    if path.is_dir():
+        raise OptionError(flag, f"{path} is a folder; give the file to write")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OptionError(flag, f"{parent} is a file, not a folder")
+
+
+def check_out_folder(flag: str, path: Path) -> None:
+    """`path` can be a results folder: not a file, nor under one, nor the root."""
+    if path.exists() and not path.is_dir():
+        raise OptionError(flag, f"{path} is a file, not a folder")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OptionError(flag, f"{parent} is a file, not a folder")
+    if path.resolve() == Path(path.resolve().anchor):
+        raise OptionError(flag, f"{path} is the root folder; give a folder for the results")
+
+
 @dataclass(frozen=True, kw_only=True)
 class StackTarget:
     stack: str | None = option(
         None,
         "run on this Pulumi stack's deployed cluster instead (results come back through its "
         "bucket)",
+        pattern=NAME,
     )
     out: Path | None = option(
         None, "local results folder (not set: a new folder under results/<workload>/)"
@@ -57,8 +89,8 @@ class StackTarget:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.out is not None and self.out.exists() and not self.out.is_dir():
-            raise OptionError("--out", f"{self.out} is a file, not a folder")
+        if self.out is not None:
+            check_out_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +137,7 @@ class BurstLabOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class BurstRunTarget(WatchedTarget):
-    bw: float = option(30.0, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
+    bw: float = option(30.0, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +145,7 @@ class BurstSweepTarget(WatchedTarget):
     bw: tuple[float, ...] = option(
         (30.0, 50.0, 100.0, 150.0, 200.0),
         "comma-separated cross-site bandwidths in Mbit/s, one run each",
-        above=0.0,
+        minimum=MIN_BW_MBIT,
         maximum=MAX_BW_MBIT,
     )
 
@@ -195,7 +227,7 @@ RL_LAB_SPEC = OptionSpec(RlLabOptions)
 
 @dataclass(frozen=True, kw_only=True)
 class StackOptions:
-    stack: str = option("dev", STACK_HELP)
+    stack: str = option("dev", STACK_HELP, pattern=NAME)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -206,6 +238,11 @@ class StackOptions:
 @dataclass(frozen=True, kw_only=True)
 class AwsStackOptions(StackOptions):
     endpoint_url: str | None = option(None, ENDPOINT_HELP)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.endpoint_url is not None:
+            check_endpoint_url("--endpoint-url", self.endpoint_url)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,6 +275,10 @@ class FetchPricesOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.out is not None:
+            check_new_file("--out", self.out)
+        if self.endpoint_url is not None:
+            check_endpoint_url("--endpoint-url", self.endpoint_url)
 
     def target(self) -> Path:
         return self.out or Path(
@@ -248,7 +289,7 @@ class FetchPricesOptions:
 class BandwidthOptions:
     """A cross-site link: a seed profile by name or file, or a bandwidth (exactly one)."""
 
-    bw: float | None = option(None, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
+    bw: float | None = option(None, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
     profile: str | None = option(None, PROFILE_HELP)
 
     def __post_init__(self) -> None:
@@ -262,7 +303,11 @@ class TwoSiteLabOptions(BandwidthOptions, BurstLabOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class LabIdOptions:
-    lab: str | None = option(None, "lab id (needed only when several labs are recorded)")
+    lab: str | None = option(None, "lab id (needed only when several labs are recorded)",
+                             pattern=NAME)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,6 +316,11 @@ class MeasureLinkOptions(BandwidthOptions):
                               "results/measure-link/<timestamp>)")
     seconds: float = option(4.0, "seconds of streaming per direction", above=0.0,
                             maximum=600.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.out is not None:
+            check_out_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,7 +341,12 @@ class SpotLabStatusOptions(LabIdOptions):
 @dataclass(frozen=True, kw_only=True)
 class SpotLabDownOptions(LabIdOptions):
     save_events: Path | None = option(None, "copy the lab's events.jsonl here before "
-                                      "removing the lab")
+                                      "removing the lab (a file)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.save_events is not None:
+            check_new_file("--save-events", self.save_events)
 
 
 @dataclass(frozen=True, kw_only=True)

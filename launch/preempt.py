@@ -117,10 +117,10 @@ class FisInterrupter:
             outputs = stack_outputs(stack)
         templates = read_interruption_templates(outputs, stack)
         if client is None:
-            import boto3
+            from workloads.common.aws_client import aws_client
 
-            client = boto3.client("fis", region_name=str(outputs.get(REGION) or ""),
-                                  endpoint_url=endpoint_url)
+            client = aws_client("fis", region=str(outputs.get(REGION) or ""),
+                                endpoint_url=endpoint_url)
         return cls(stack, templates, client)
 
     def template(self, pool: str) -> str:

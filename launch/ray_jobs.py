@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -19,7 +20,8 @@ from launch.ray_private import use_token_auth_if_available
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from procs import interrupts_ignored
 from procs.journal import note_removed
-from vocab.errors import RunFailed, UserError
+from vocab.errors import RunFailed, UserError, one_line
+from workloads.common.deadline import DeadlineExceeded, call_within
 from workloads.common.transport import MARKER
 
 
@@ -33,6 +35,47 @@ class JobFailed(RunFailed, RuntimeError):
 
 class ClusterUnreachable(UserError, ConnectionError):
     """No Ray dashboard answers at the address; nothing was submitted."""
+
+
+HTTP_CONNECT_TIMEOUT_S = 5.0
+HTTP_READ_TIMEOUT_S = 30.0
+HTTP_DEADLINE_S = 120.0
+"""The longest one Jobs API call (submit, status, logs, stop) may take: to connect
+HTTP_CONNECT_TIMEOUT_S, each read HTTP_READ_TIMEOUT_S, and the whole call HTTP_DEADLINE_S even
+from a server that drips its answer a byte at a time. The log stream is watched by the
+run's progress watchdog instead (--stall-timeout)."""
+
+
+class _DeadlineClient(JobSubmissionClient):
+    """Ray's Jobs client with a deadline on every HTTP call. Its calls go through
+    `_do_request`, which passes no timeout to `requests` (a private seam of Ray's SDK, the
+    one place every call passes)."""
+
+    def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", (HTTP_CONNECT_TIMEOUT_S, HTTP_READ_TIMEOUT_S))
+        call = super()._do_request
+        try:
+            return call_within(lambda: call(method, endpoint, **kwargs), HTTP_DEADLINE_S)
+        except DeadlineExceeded:
+            raise ClusterUnreachable(f"the Ray dashboard at {self._address} did not answer "
+                                     f"{method} {endpoint} within {HTTP_DEADLINE_S:g} s") \
+                from None
+
+
+def jobs_client(address: str, token: str | None) -> JobSubmissionClient:
+    """A Jobs client of the dashboard at `address` (it asks the cluster's version at once);
+    ClusterUnreachable, in one line naming the address, when nothing answers there as a Ray
+    dashboard does (refused, silent past the deadline, an HTML page, an error status)."""
+    import requests
+
+    try:
+        return _DeadlineClient(address, headers=token_headers(token))
+    except ClusterUnreachable:
+        raise
+    except (ConnectionError, requests.RequestException, RuntimeError, ValueError,
+            KeyError) as error:
+        raise ClusterUnreachable(f"no Ray dashboard answers at {address} "
+                                 f"({one_line(error)})") from None
 
 
 END_TIMEOUT_S = 300.0
@@ -153,6 +196,17 @@ async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str]
         show(pending)
 
 
+def _lost_stream(error: BaseException) -> bool:
+    """The log stream broke off (the WebSocket closed abnormally, the connection was reset:
+    the head died), as opposed to an interrupt or the watchdog's stop."""
+    import aiohttp
+
+    if isinstance(error, UserError | RunFailed):
+        return False
+    return isinstance(error, ConnectionError | RuntimeError | aiohttp.ClientError
+                      | asyncio.TimeoutError)
+
+
 def without_ray_traces(lines: list[str]) -> list[str]:
     """The lines that are not Ray's own output (ray_own_line)."""
     kept, in_block = [], False
@@ -182,10 +236,7 @@ def run_job(
     which is told once where. Raises JobFailed (with the log's tail) unless the job
     succeeded."""
     use_token_auth_if_available()
-    try:
-        client = JobSubmissionClient(address, headers=token_headers(token))
-    except ConnectionError as error:
-        raise ClusterUnreachable(f"no Ray dashboard answers at {address} ({error})") from None
+    client = jobs_client(address, token)
     entrypoint = shlex.join([python, *command])
     runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
     if requirements:
@@ -201,10 +252,13 @@ def run_job(
 
     try:
         asyncio.run(_follow(client, job_id, RayTraceDiverter(shown, traces), watchdog))
-    except BaseException:  # Ctrl-C, SIGTERM or a lost stream: the job must not run on
-        with interrupts_ignored(), contextlib.suppress(Exception):  # a cluster gone too
+    except BaseException as error:  # Ctrl-C, SIGTERM or a lost stream: the job must not
+        with interrupts_ignored(), contextlib.suppress(Exception):  # run on a cluster gone too
             if client.stop_job(job_id):
                 note_removed(f"Ray job {job_id} (stopped)")
+        if _lost_stream(error):
+            raise JobFailed(f"Ray job {job_id}: its log stream from {address} broke off "
+                            f"({one_line(error)}); the cluster's head may be gone") from None
         raise
     status = wait_for_end(lambda: client.get_job_status(job_id))
     log = client.get_job_logs(job_id)

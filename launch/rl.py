@@ -24,6 +24,7 @@ from launch.workload import workload_run
 from spotlab.config import SpotLabConfig
 from spotlab.lab import SpotLab, running_lab
 from spotlab.options import SpotLabOptions
+from workloads.common.options import OptionError
 from workloads.common.storage import LocalStorage
 from workloads.rl.envs import check_env
 from workloads.rl.figures import draw
@@ -35,6 +36,11 @@ LEARNER_LINE = "learner (Trainer) on node "
 ITERATION_LINE = re.compile(r"^iteration (\d+): (\d+)/(\d+) env steps")
 RUNNER_HEALTH = re.compile(r"env runners (\d+)/(\d+)")
 LAB_UP_LINE = re.compile(r"spot lab (\w+) is up: Ray at ")
+
+
+def local_gpus() -> int:
+    """NVIDIA GPUs this machine offers (their device files, as Ray's detection finds them)."""
+    return len([p for p in Path("/dev").glob("nvidia[0-9]*") if p.name[6:].isdigit()])
 
 
 def rl_lab(options: RlOptions, lab: SpotLabOptions) -> SpotLabConfig:
@@ -141,6 +147,14 @@ def run_rl(
     check_env(options.env)
     run = workload_run("rl", "workloads.rl", RL_SPEC, options)
     local = not (target.address or target.stack)
+    if local and isinstance(lab, RlLabOptions) and lab.learner == 0 \
+            and options.learner_on == "learner":
+        raise OptionError("--learner", "0 leaves the learner no node to run on (--learner-on "
+                          "learner); give 1 or more, or another --learner-on")
+    if local and options.learner_gpus > local_gpus():
+        raise OptionError("--learner-gpus", f"this machine has {local_gpus()} GPUs, asked "
+                          f"{options.learner_gpus:g} (a GPU is asked only where one exists: "
+                          f"--address or --stack)")
     # on a stack only its --preemptions schedule counts (carried out through AWS FIS)
     config = rl_lab(options, lab) if local else lab.config()
     faults = None

@@ -113,6 +113,7 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
 
     An experiment's section is required when it is enabled and validated whenever present.
     """
+    _reject_unknown_namespaced_keys(raw)
     values = {key: _decode(value) for key, value in raw.items()}
     region = values.get("aws:region")
     if not isinstance(region, str) or re.fullmatch(_REGION, region) is None:
@@ -172,6 +173,40 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
     _reject_shared_namespaces(top, config)
     refuse_over_budget(config)
     return config
+
+
+AWS_PROVIDER_KEYS = frozenset({
+    "accessKey", "allowedAccountIds", "assumeRoleWithWebIdentity", "assumeRoles",
+    "customCaBundle", "defaultTags", "endpoints", "forbiddenAccountIds", "httpProxy",
+    "httpsProxy", "ignoreTags", "insecure", "maxRetries", "noProxy", "profile", "region",
+    "retryMode", "s3UsePathStyle", "secretKey", "sharedConfigFiles", "sharedCredentialsFiles",
+    "skipCredentialsValidation", "skipMetadataApiCheck", "skipRegionValidation",
+    "skipRequestingAccountId", "stsRegion", "tagPolicyCompliance", "token",
+    "tokenBucketRateLimiterCapacity", "useDualstackEndpoint", "useFipsEndpoint", "userAgents",
+})
+"""The aws provider's own config keys (pulumi-aws's `aws:` namespace)."""
+PROVIDER_NAMESPACES = ("aws", "kubernetes", "eks", "random", "pulumi")
+"""Namespaces beside ours whose keys a provider or Pulumi itself reads."""
+
+
+def _reject_unknown_namespaced_keys(raw: Mapping[str, str]) -> None:
+    """A key Pulumi would hand to no one (`aws:regionn`, `spotbust:experiments`) is a typo
+    that silently changes nothing: refused, with the nearest known key."""
+    import difflib
+
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if namespace == PROJECT:
+            continue
+        if namespace == "aws" and name not in AWS_PROVIDER_KEYS:
+            near = difflib.get_close_matches(name, sorted(AWS_PROVIDER_KEYS), n=1)
+            hint = f"; did you mean aws:{near[0]}?" if near else ""
+            raise ConfigError(f"{key}: unknown key of the aws provider{hint}")
+        if namespace not in PROVIDER_NAMESPACES:
+            near = difflib.get_close_matches(namespace, [PROJECT, *PROVIDER_NAMESPACES], n=1)
+            hint = f"; did you mean {near[0]}:{name}?" if near else ""
+            raise ConfigError(f"{key}: unknown namespace {namespace!r} (known: {PROJECT}, "
+                              f"{', '.join(PROVIDER_NAMESPACES)}){hint}")
 
 
 def _section(top: Fields, name: str, required: bool, read: Callable[[Fields], T]) -> T | None:

@@ -126,7 +126,8 @@ def test_bad_run_flags_print_one_line_naming_the_flag_and_exit_2(tmp_path: Path)
         ),
         (
             ["sweep-burst", "--bw", "30,fast"],
-            "error: --bw: expected a comma-separated list of numbers in (0, 10000], got '30,fast'",
+            "error: --bw: expected a comma-separated list of numbers in [0.1, 10000], "
+            "got '30,fast'",
         ),
         (
             ["run-burst", "--cloud-nodes", "9"],

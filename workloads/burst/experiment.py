@@ -45,9 +45,9 @@ def data_source(config: BurstOptions) -> DataSource:
 
 def _ensure_bucket(bucket: str, endpoint_url: str) -> None:
     """A local S3 starts empty: create the bucket there (a real bucket comes from the stack)."""
-    import boto3
+    from workloads.common.aws_client import aws_client
 
-    client = boto3.client("s3", endpoint_url=endpoint_url)
+    client = aws_client("s3", endpoint_url=endpoint_url)
     if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
         client.create_bucket(Bucket=bucket)
 

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vocab.names import NAME, shown
 from workloads.burst.cpu import parse_site_namespaces
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
@@ -66,7 +67,8 @@ class BurstOptions:
     task_cpus: int | None = option(
         None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
     )
-    s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs")
+    s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs (names joined by "
+                            "'/', each a name as --lab's)")
     inputs_cache: str | None = option(
         None,
         "a local directory of generated inputs kept across runs: inputs with the same "
@@ -115,6 +117,9 @@ class BurstOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if not all(NAME.matches(part) for part in self.s3_prefix.split("/")):
+            raise OptionError("--s3-prefix", f"expected names joined by '/', each {NAME.rule}, "
+                              f"got {shown(self.s3_prefix)}")
         try:
             parse_site_namespaces(self.site_netns)
         except ValueError as error:

@@ -112,11 +112,11 @@ class S3Storage:
     """Files under `s3://bucket/prefix/`, through boto3 (endpoint_url for a local S3)."""
 
     def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None) -> None:
-        import boto3  # imported here so local-only runs never need AWS configuration
+        from workloads.common.aws_client import aws_client
 
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self._client: Any = boto3.client("s3", endpoint_url=endpoint_url)
+        self._client: Any = aws_client("s3", endpoint_url=endpoint_url, whole_answer=False)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name

@@ -71,13 +71,15 @@ class DollOptions(ResultsOptions):
     product: str = option("SUSE Linux", "ProductDescription selected from the trace")
     on_demand_price: float = option(0.286, "on-demand price p_od in $/h", above=0.0)
     compression: float = option(
-        2000.0, "trace seconds replayed per wall-clock second (the trace loops)", above=0.0
+        2000.0, "trace seconds replayed per wall-clock second (the trace loops)", above=0.0,
+        maximum=1e7,
     )
     refresh_s: float = option(
         0.04,
         "seconds per preemption-chain step (the paper's 2 s refresh, compressed)",
         flag="--refresh",
-        above=0.0,
+        minimum=0.001,
+        maximum=3600.0,
     )
     adapt_interval_s: float = option(
         1.0,

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workloads.common.input_files import InputFileError, parse_json
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
 from workloads.elastic.schedule import Point, ScheduleError, parse_schedule
@@ -114,9 +115,10 @@ class ElasticOptions(ResultsOptions):
             raise OptionError("--script-args", f"cannot be split: {error}") from None
         if self.config is not None:
             try:
-                given = json.loads(self.config)
-            except json.JSONDecodeError as error:
-                raise OptionError("--config", f"not JSON: {error}") from None
+                given = parse_json("--config", self.config)
+            except InputFileError as error:
+                problem = str(error).removeprefix("--config").lstrip(": ").removeprefix("is ")
+                raise OptionError("--config", problem) from None
             if not isinstance(given, dict):
                 raise OptionError("--config", f"expected a JSON object, got {self.config!r}")
         try:

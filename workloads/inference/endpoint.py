@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from vocab.errors import UserError
 from vocab.ports import INFERENCE_COMMAND_PORT
+from workloads.common.deadline import call_within
 from workloads.common.options import OptionError
 from workloads.common.storage import Storage
 from workloads.inference.options import parse_command
@@ -265,14 +266,17 @@ def send_command(url: str, token: str, method: str, args: list[Any], timeout_s: 
                                             timeout=timeout_s)
     try:
         nonce = secrets.token_hex(NONCE_HEX // 2)
-        status, hello = _exchange(connection, HELLO_PATH, {"nonce": nonce}, {})
+        # a deadline on the whole answer: a server that drips bytes restarts a socket timeout
+        status, hello = call_within(
+            lambda: _exchange(connection, HELLO_PATH, {"nonce": nonce}, {}), timeout_s)
         if not (status == 200 and isinstance(hello, dict) and hello.get("url") == url
                 and isinstance(hello.get("proof"), str)
                 and hmac.compare_digest(hello["proof"], proof(token, nonce, url))):
             raise EndpointUnproven(f"{url} did not prove it holds the service's token (not "
                                    "the service's coordinator); nothing was sent to it")
-        status, answer = _exchange(connection, COMMAND_PATH, {"method": method, "args": args},
-                                   {"Authorization": f"Bearer {token}"})
+        status, answer = call_within(lambda: _exchange(
+            connection, COMMAND_PATH, {"method": method, "args": args},
+            {"Authorization": f"Bearer {token}"}), timeout_s)
     except (OSError, http.client.HTTPException) as error:
         raise EndpointUnreachable(f"no answer from {url} within {timeout_s:g} s "
                                   f"({one_reason(error)})") from None

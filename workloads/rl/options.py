@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from vocab.names import fits_file_system, shown
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
 
@@ -46,7 +47,7 @@ class RlOptions(ResultsOptions):
     )
     n_step: int = option(1, "n-step returns of the Q targets", minimum=1, maximum=10)
     hidden: int = option(128, "units of each of the two hidden layers (policy and Q, as the "
-                         "seed)", minimum=1)
+                         "seed)", minimum=1, maximum=4096)
     learning_rate: float = option(1e-3, "actor, critic and α learning rate", above=0.0)
     gamma: float = option(0.99, "discount γ", above=0.0, maximum=1.0)
     tau: float = option(0.005, "target-network update rate τ", above=0.0, maximum=1.0)
@@ -126,6 +127,10 @@ class RlEvaluateOptions:
         check_fields(self)
         if not (self.run or "").strip():
             raise OptionError("--run", "expected an RL run's results folder, got none")
+        for flag, path in (("--run", self.run), ("--out", self.out)):
+            if path is not None and not fits_file_system(path):
+                raise OptionError(flag, f"expected a path whose parts fit the file system "
+                                  f"(at most 255 bytes each), got {shown(path)}")
         if not self.checkpoint.strip():
             raise OptionError("--checkpoint", "expected best, last or a checkpoint name, got ''")
 
