@@ -124,5 +124,7 @@ def _render_cost(cost: CostEstimate, region: str) -> list[str]:
         lines.append(f"  not priced (add to vocab/prices.json): {', '.join(cost.unpriced)}")
     if region != cost.table_region:
         lines.append(f"  note: prices are for {cost.table_region}; this stack is in {region}")
-    lines.append("  not included: data transfer, NAT data processing, S3/EBS/EFS storage")
+    for text in cost.per_gb:
+        lines.append(f"  plus {text}")
+    lines.append("  not included: data transfer, NAT data processing, S3/EBS storage, burst EFS")
     return lines

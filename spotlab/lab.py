@@ -111,8 +111,10 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
     everything it started is removed; on Ctrl-C it is removed too."""
     lab_id = secrets.token_hex(3)
     temp_dir = Path(tempfile.gettempdir()) / f"sbs-{lab_id}"
+    shared_dir = shared_folder_of(lab_id)
     state: dict[str, Any] = {"lab_id": lab_id, "config": config.to_dict(),
-                             "temp_dir": str(temp_dir), "supervisor_pid": None, "up": False,
+                             "temp_dir": str(temp_dir), "shared_dir": str(shared_dir),
+                             "supervisor_pid": None, "up": False,
                              "starter": starter_identity(), "nodes": []}
     supervisor: subprocess.Popen[str] | None = None
     progress(f"starting spot lab {lab_id}: head + {config.on_demand} on-demand + "
@@ -128,6 +130,12 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
                 raise
             (temp_dir / "logs").mkdir()
             (temp_dir / "interrupts").mkdir()
+            try:
+                shared_dir.mkdir(mode=0o700)
+            except FileExistsError:
+                state["shared_dir"] = None  # not ours: never used nor removed
+                save_state(state)
+                raise
             token = temp_dir / "ray_auth_token"
             token.touch(mode=0o600)
             token.write_text(secrets.token_hex(32))
@@ -175,6 +183,12 @@ def _wait_until_up(supervisor: subprocess.Popen[str], log: Path) -> None:
         time.sleep(procs.POLL_S)
 
 
+def shared_folder_of(lab_id: str) -> Path:
+    """The lab's shared folder: SPOTBURST_SHARED on every node, beside (not in) its temp dir
+    so that `--keep-data` can keep it."""
+    return Path(tempfile.gettempdir()) / f"sbs-{lab_id}-shared"
+
+
 def keep_logs(temp_dir: Path, lab_id: str) -> Path | None:
     """Copy the lab's logs (each node's `ray start` output and its Ray session logs) to a
     folder that outlives the lab's teardown; returns it (None when there was nothing)."""
@@ -219,12 +233,14 @@ def running_lab(lab_id: str | None = None) -> SpotLab:
 
 def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
              supervisor: subprocess.Popen[str] | None = None,
-             save_events: Path | None = None) -> list[str]:
+             save_events: Path | None = None, keep_data: bool | None = None) -> list[str]:
     """Remove a lab: its supervisor (which stops its nodes), anything left of them, its temp
-    dir and its state file. Returns what was removed. A process is stopped only through the
-    `supervisor` handle or when it carries the lab's marker: a recorded PID without it (a
-    stale record: the supervisor died, the PID names another process by now) is reported and
-    left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave half a lab."""
+    dir, its shared folder (unless `keep_data`, or, when that is None, the lab's own
+    `--keep-data`) and its state file. Returns what was removed. A process is stopped only
+    through the `supervisor` handle or when it carries the lab's marker: a recorded PID
+    without it (a stale record: the supervisor died, the PID names another process by now)
+    is reported and left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave
+    half a lab."""
     with procs.interrupts_ignored():
         state = load_state(lab_id)
         lab_id = state["lab_id"]
@@ -249,9 +265,19 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
         if temp_dir is not None and temp_dir.exists():
             shutil.rmtree(temp_dir, ignore_errors=True)
             removed.append(f"directory {temp_dir}")
+        shared_dir = Path(state["shared_dir"]) if state.get("shared_dir") else None
+        keep = config.keep_data if keep_data is None else keep_data
+        if shared_dir is not None and shared_dir.exists():
+            if keep:
+                progress(f"kept the lab's shared folder {shared_dir}")
+                shared_dir = None
+            else:
+                shutil.rmtree(shared_dir, ignore_errors=True)
+                removed.append(f"shared folder {shared_dir}")
         leftovers = [f"pid {pid}" for pid in sorted(procs.marked_pids(lab_id))]
-        if temp_dir is not None and temp_dir.exists():
-            leftovers.append(f"directory {temp_dir}")
+        for directory in (temp_dir, shared_dir):
+            if directory is not None and directory.exists():
+                leftovers.append(f"directory {directory}")
         if leftovers:
             raise SpotLabTeardownError(f"spot lab {lab_id}: still present after teardown: "
                                        f"{'; '.join(leftovers)} (state kept in "
