@@ -9,7 +9,8 @@ the node group's eviction comes. The pod's grace period, Ray's drain timeout (th
 group's eviction becomes SIGTERM to `ray start --block`, which drains too and stops) and the
 agent's poll come from one timing budget (vocab/spot_budget.py). Ray's image does not hold
 this project: the agent's files (vocab/spot.py's NOTICE_AGENT_FILES) come from a ConfigMap,
-mounted read-only.
+mounted read-only. With a shared claim, the Ray container of the head and of every worker
+mounts the stack's shared file system read-write at /mnt/shared (vocab/shared_data.py).
 """
 
 from __future__ import annotations
