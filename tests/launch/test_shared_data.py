@@ -10,11 +10,24 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from launch.shared_data import CHUNK, DataError, SharedFolder, check_name, get, listing, put
+from launch import pulumi_cli
+from launch.shared_data import (
+    CHUNK,
+    DataError,
+    SharedFolder,
+    check_name,
+    get,
+    listing,
+    put,
+    stack_folder,
+)
+from launch.stack_config import read_stack_config
 from spotlab.state import STATE_DIR_ENV
+from tests.helpers.offline_cache import cached_run
 
 pytestmark = pytest.mark.subprocess
 
@@ -135,3 +148,36 @@ def test_a_large_file_shows_its_progress(tmp_path: Path, monkeypatch: pytest.Mon
 def test_names_that_could_leave_or_hide_in_the_folder_are_refused(name: str) -> None:
     with pytest.raises(DataError, match=r"^NAME: "):
         check_name(name)
+
+
+def _deployed(outputs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs as `pulumi stack output --json --show-secrets` prints them (plain JSON)."""
+    return json.loads(json.dumps(outputs, default=str))
+
+
+def test_a_stack_without_a_shared_file_system_is_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spot = json.loads(read_stack_config("dev")["spotburst:spotCluster"])
+    run = cached_run({"spotburst:spotCluster": json.dumps({**spot, "sharedStorage": "none"})})
+    monkeypatch.setattr(pulumi_cli, "stack_outputs", lambda stack, show_secrets=False:
+                        _deployed(run.outputs))
+    with pytest.raises(DataError, match=r"^--stack: stack dev has no shared file system "
+                                        r"\(spotburst:spotCluster.sharedStorage is none"):
+        with stack_folder("dev", None):
+            pass
+
+
+def test_the_stack_path_names_what_it_lacks_in_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the dev stack's own outputs (the program under mocks): an experiment without a
+    RayCluster, then a machine without kubectl."""
+    outputs = _deployed(cached_run().outputs)
+    monkeypatch.setattr(pulumi_cli, "stack_outputs", lambda stack, show_secrets=False: outputs)
+    with pytest.raises(DataError, match=r"^--experiment: 'burst' has no RayCluster on stack "
+                                        r"dev \(deployed: doll, elastic, rl, inference\)$"):
+        with stack_folder("dev", "burst"):
+            pass
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(DataError, match=r"^kubectl is not installed \(needed for --stack\)$"):
+        with stack_folder("dev", None):
+            pass
