@@ -153,7 +153,8 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
     except BaseException as error:
         kept = keep_logs(temp_dir, lab_id) if isinstance(error, _NotUp) else None
         progress(f"spot lab {lab_id} did not come up: removing what it created")
-        stop_lab(lab_id, progress=progress, supervisor=supervisor)
+        # its shared folder too: nothing can have been staged in a lab that never came up
+        stop_lab(lab_id, progress=progress, supervisor=supervisor, keep_data=False)
         if isinstance(error, _NotUp):
             where = f"its logs are kept in {kept}" if kept else "it left no logs"
             raise SpotLabStartFailed(f"spot lab {lab_id} did not come up: {error}; "

@@ -193,6 +193,8 @@ def test_the_plan_prices_the_file_system_per_gb(dev_run: OfflineRun) -> None:
     (line,) = [line for line in cost.lines if line.item == SHARED_STORAGE_ITEM]
     assert (line.unit_price, line.count_min, line.count_max) == (0.0, 1, 1)
     text = render_plan(dev_run, cost)
+    assert ("  shared data: one encrypted EFS (elastic throughput, Infrequent Access after 30 "
+            "days) at /mnt/shared in every Ray pod (SPOTBURST_SHARED)") in text.splitlines()
     assert ("plus EFS shared data: $0.30 per GB-month stored ($0.016 per GB-month for files "
             "untouched 30 days, $0.01 per GB read from them); elastic throughput $0.03 per GB "
             "read, $0.06 per GB written") in text

@@ -23,7 +23,8 @@ import procs
 from launch.shared_data import lab_folder, put
 from procs import marked_pids
 from spotlab import SpotLab, SpotLabConfig, spot_lab
-from spotlab.lab import shared_folder_of
+from spotlab.lab import lab_status, shared_folder_of
+from spotlab.report import format_status
 from spotlab.state import STATE_DIR_ENV, node_marker, recorded_lab_ids, state_path
 from tests.helpers.processes import ctrl_c_as_from_a_terminal
 from tests.helpers.waiting import wait_until
@@ -221,6 +222,8 @@ def test_a_file_staged_once_is_read_by_a_task_on_the_replacement(
     assert driver["staged_sha256"] == preemption["staged_sha256"]
     assert driver["samples"] == 12000
     assert lab.driver_env[SHARED_ENV] == driver["shared"]
+    assert (f"shared folder {SHARED_ENV}={driver['shared']} (invoke data-ls --lab {lab.lab_id})"
+            in format_status(lab_status(lab.lab_id)))
 
 
 def test_the_state_file_keeps_live_nodes_only(preemption: dict[str, Any]) -> None:
