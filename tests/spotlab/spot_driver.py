@@ -66,7 +66,7 @@ def main(out: str, staged: str, example: str) -> None:
         ray.get(observe.remote(out))
     except RayError as error:
         result["observe_error"] = type(error).__name__
-    found: dict[str, Any] = ray.get(where.remote(staged, example), timeout=120)
+    found: dict[str, Any] = ray.get(where.remote(staged, example), timeout=240)
     result.update(found)
     print(json.dumps(result), flush=True)
 

@@ -133,7 +133,7 @@ def preemption(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         wait_until(lambda: out.exists() and out.read_text().count("\n") >= 2, 90,
                    "the observing task")
         lab.interrupt("spot-0")
-        stdout, stderr = driver.communicate(timeout=120)
+        stdout, stderr = driver.communicate(timeout=300)  # the replacement, then torch
     finally:
         procs.stop(driver)
     assert driver.returncode == 0, stderr[-2000:]
