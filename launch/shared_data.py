@@ -60,8 +60,13 @@ if op == "put":
     if size > free:
         fail("space", "%d bytes to write, %d free" % (size, free))
     try:
-        with open(partial, "wb") as out:
-            shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+        with open(partial, "wb") as out:  # exactly size bytes: an exec may never pass on EOF
+            left = size
+            while left:
+                chunk = sys.stdin.buffer.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk); left -= len(chunk)
             out.flush(); os.fsync(out.fileno())
         got = os.path.getsize(partial)
         if got != size:
