@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from invoke import Context, Exit, Task, task
 
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
-from launch.invoke_parser import adapt_invoke_parser
+from launch.invoke_parser import OPTIONAL_POSITIONALS, adapt_invoke_parser
 from launch.options import (
     AWS_STACK_SPEC,
     BURST_LAB_SPEC,
     BURST_RUN_SPEC,
     BURST_SWEEP_SPEC,
+    DATA_GET_SPEC,
+    DATA_PUT_SPEC,
+    DATA_RM_SPEC,
+    DATA_TARGET_SPEC,
     DEPLOY_SPEC,
     ELASTIC_LAB_SPEC,
     FETCH_PRICES_SPEC,
@@ -44,6 +49,10 @@ from launch.options import (
     BurstLabOptions,
     BurstRunTarget,
     BurstSweepTarget,
+    DataGetOptions,
+    DataPutOptions,
+    DataRmOptions,
+    DataTargetOptions,
     DeployOptions,
     FetchPricesOptions,
     FileTransferOptions,
@@ -107,11 +116,13 @@ def cli_task(
     *specs: OptionSpec[Any],
     positional: tuple[str, ...] = (),
     short_flags: dict[str, str] | None = None,
+    optional: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., None]], Task]:
     """A task whose flags and help are the user options of `specs`; its body gets the
     context, then one checked options object per spec. A bad value ends the task with one
     line naming the flag, exit code 2, before anything starts; any other end is `_ended`'s.
-    `positional` flags may also be given by position; `short_flags` maps `-f` to `--script`."""
+    `positional` flags may also be given by position (the last of them may be `optional`);
+    `short_flags` maps `-f` to `--script`."""
     flags = [flag for spec in specs for flag in spec.task_flags()]
     if len({dest for dest, _, _ in flags}) != len(flags):
         raise TypeError(f"the specs {[s.cls.__name__ for s in specs]} share a flag")
@@ -142,6 +153,8 @@ def cli_task(
         # long flags only: a run task has more flags than letters for invoke's short ones
         made = task(help={dest: text for dest, _, text in flags}, auto_shortflags=False,
                     positional=list(positional))(run)
+        if optional:
+            OPTIONAL_POSITIONALS[made.name.replace("_", "-")] = set(optional)
         return _with_short_flags(made, short_flags) if short_flags else made
 
     return decorate
@@ -489,7 +502,63 @@ def spot_lab_down(c: Context, options: SpotLabDownOptions) -> None:
     from spotlab import stop_lab
 
     print("\n".join(f"removed {item}"
-                    for item in stop_lab(options.lab, save_events=options.save_events)))
+                    for item in stop_lab(options.lab, save_events=options.save_events,
+                                         keep_data=options.keep_data or None)))
+
+
+# --- the shared data folder (a lab's, or a stack's EFS) ---------------------------------------
+
+
+@contextmanager
+def _shared_folder(target: DataTargetOptions) -> Iterator[Any]:
+    from launch.shared_data import lab_folder, stack_folder
+
+    if target.stack is not None:
+        with stack_folder(target.stack, target.experiment) as folder:
+            yield folder
+    else:
+        yield lab_folder(target.lab)
+
+
+@cli_task(DATA_PUT_SPEC, positional=("local", "name"), optional=("name",))
+def data_put(c: Context, options: DataPutOptions) -> None:
+    """Put a local file into the shared folder every node sees (SPOTBURST_SHARED), once.
+
+    The folder is a spot lab's (--lab) or a stack's EFS file system (--stack)."""
+    from launch.shared_data import put
+
+    assert options.local is not None
+    with _shared_folder(options) as folder:
+        print(put(folder, options.local, options.name))
+
+
+@cli_task(DATA_TARGET_SPEC)
+def data_ls(c: Context, options: DataTargetOptions) -> None:
+    """List the shared folder: each file or folder with its size, and the space left."""
+    from launch.shared_data import format_listing, listing
+
+    with _shared_folder(options) as folder:
+        print(format_listing(folder, listing(folder)))
+
+
+@cli_task(DATA_GET_SPEC, positional=("name", "local"))
+def data_get(c: Context, options: DataGetOptions) -> None:
+    """Get a file from the shared folder into a local file (or folder)."""
+    from launch.shared_data import get
+
+    assert options.name is not None and options.local is not None
+    with _shared_folder(options) as folder:
+        print(get(folder, options.name, options.local))
+
+
+@cli_task(DATA_RM_SPEC, positional=("name",))
+def data_rm(c: Context, options: DataRmOptions) -> None:
+    """Remove a file or a folder from the shared folder."""
+    from launch.shared_data import remove
+
+    assert options.name is not None
+    with _shared_folder(options) as folder:
+        print(remove(folder, options.name))
 
 
 # --- the inference cluster (seed 002): a service on Ray and its commands --------------------

@@ -11,7 +11,9 @@ agent's poll come from one timing budget (vocab/spot_budget.py). Ray's image doe
 this project: the agent's files (vocab/spot.py's NOTICE_AGENT_FILES) come from a ConfigMap,
 mounted read-only; the agent reads the cluster's token from its Secret, mounted read-only as
 a file (RAY_AUTH_TOKEN_PATH). No container declared here takes a secret from an environment
-variable; the Ray containers get theirs from KubeRay.
+variable; the Ray containers get theirs from KubeRay. With a shared claim, the Ray container
+of the head and of every worker mounts the stack's shared file system read-write at
+/mnt/shared (vocab/shared_data.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from components.placement import GPU_RESOURCE, PoolPlacement
 from vocab.ports import CLIENT_SERVER_PORT, DASHBOARD_PORT, GCS_PORT
+from vocab.shared_data import SHARED_ENV, SHARED_MOUNT_PATH, SHARED_VOLUME
 from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE
 from vocab.spot_budget import AWS_BUDGET, SpotBudget
 
@@ -108,6 +111,15 @@ class RayClusterSpecArgs:
     ray_autoscaler: bool
     gcs_fault_tolerance: GcsFaultToleranceArgs | None = None
     notice_agent: NoticeAgentArgs = field(default_factory=NoticeAgentArgs)
+    shared_claim: str | None = None
+    """A ReadWriteMany PersistentVolumeClaim in the cluster's namespace: mounted read-write
+    at SHARED_MOUNT_PATH in the Ray container of the head and every worker, named by
+    SHARED_ENV."""
+
+
+def shared_claim_name(cluster_name: str) -> str:
+    """The PersistentVolumeClaim of the stack's shared file system in a cluster's namespace."""
+    return f"{cluster_name}-{SHARED_VOLUME}"
 
 
 def head_service_name(cluster_name: str) -> str:
@@ -175,6 +187,7 @@ def _head_template(args: RayClusterSpecArgs) -> dict[str, Any]:
     pod = _pod(args, head.placement, container)
     if args.ray_autoscaler:
         pod["volumes"] = [_api_token_volume()]
+    _mount_shared(args, pod, container)
     return {"metadata": _pod_metadata(), "spec": pod}
 
 
@@ -199,6 +212,7 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
         pod["containers"].append(_notice_agent(args))
         pod["volumes"] = [_notice_agent_volume(args.cluster_name),
                           _notice_agent_token_volume(args.cluster_name)]
+    _mount_shared(args, pod, container)
     spec: dict[str, Any] = {
         "groupName": group.name,
         "replicas": group.replicas,
@@ -212,6 +226,21 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
     if group.ray_labels:
         spec["labels"] = dict(group.ray_labels)
     return spec
+
+
+def _mount_shared(
+    args: RayClusterSpecArgs, pod: dict[str, Any], container: dict[str, Any]
+) -> None:
+    """The shared claim in the Ray container (not beside it: the agent needs no data)."""
+    if args.shared_claim is None:
+        return
+    pod.setdefault("volumes", []).append(
+        {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": args.shared_claim}}
+    )
+    container.setdefault("volumeMounts", []).append(
+        {"name": SHARED_VOLUME, "mountPath": SHARED_MOUNT_PATH}
+    )
+    container.setdefault("env", []).append({"name": SHARED_ENV, "value": SHARED_MOUNT_PATH})
 
 
 def _notice_agent(args: RayClusterSpecArgs) -> dict[str, Any]:

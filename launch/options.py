@@ -342,6 +342,8 @@ class SpotLabStatusOptions(LabIdOptions):
 class SpotLabDownOptions(LabIdOptions):
     save_events: Path | None = option(None, "copy the lab's events.jsonl here before "
                                       "removing the lab (a file)")
+    keep_data: bool = option(False, "keep the lab's shared folder (its staged data) even if "
+                                    "the lab was started without --keep-data")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -359,6 +361,59 @@ class FileTransferOptions:
         for flag, value in (("--local", self.local), ("--name", self.name)):
             if value is None or not str(value).strip():
                 raise OptionError(flag, "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataTargetOptions:
+    """Whose shared folder: a spot lab's, or a stack's shared file system."""
+
+    lab: str | None = option(None, "spot lab id (not set: the only recorded lab)")
+    stack: str | None = option(None, "a Pulumi stack instead: its spot cluster's shared "
+                                     "file system, through a RayCluster's head pod")
+    experiment: str | None = option(None, "with --stack: the RayCluster whose head pod is "
+                                          "used (not set: the first deployed)")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.lab is not None and self.stack is not None:
+            raise OptionError("--lab", "give --lab or --stack, not both")
+        if self.experiment is not None and self.stack is None:
+            raise OptionError("--experiment", "goes with --stack only")
+
+
+def _required(flag: str, value: object) -> None:
+    if value is None or not str(value).strip():
+        raise OptionError(flag, "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataPutOptions(DataTargetOptions):
+    local: Path | None = option(None, "local file to put in the shared folder")
+    name: str | None = option(None, "its name there (not set: the file's own name)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _required("--local", self.local)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataGetOptions(DataTargetOptions):
+    name: str | None = option(None, "name in the shared folder")
+    local: Path | None = option(None, "local file (or folder) to write it to")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _required("--name", self.name)
+        _required("--local", self.local)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataRmOptions(DataTargetOptions):
+    name: str | None = option(None, "name in the shared folder (a file or a folder)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _required("--name", self.name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -391,4 +446,8 @@ SPOT_LAB_STATUS_SPEC = OptionSpec(SpotLabStatusOptions)
 SPOT_LAB_DOWN_SPEC = OptionSpec(SpotLabDownOptions)
 FILE_TRANSFER_SPEC = OptionSpec(FileTransferOptions)
 JOB_NAME_SPEC = OptionSpec(JobNameOptions)
+DATA_TARGET_SPEC = OptionSpec(DataTargetOptions)
+DATA_PUT_SPEC = OptionSpec(DataPutOptions)
+DATA_GET_SPEC = OptionSpec(DataGetOptions)
+DATA_RM_SPEC = OptionSpec(DataRmOptions)
 JOB_STATUS_SPEC = OptionSpec(JobStatusOptions)

@@ -75,6 +75,8 @@ class SpotLabConfig:
     rebalance_lead_s: float = REBALANCE_LEAD_S
     drain_on_rebalance: bool = False
     """The notice agents drain their node at a rebalance recommendation too."""
+    keep_data: bool = False
+    """The lab's shared folder ($SPOTBURST_SHARED) outlives the lab (else removed with it)."""
 
     def __post_init__(self) -> None:
         for name in ("spot", "on_demand", "learner"):

@@ -114,8 +114,10 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
     everything it started is removed; on Ctrl-C it is removed too."""
     lab_id = secrets.token_hex(3)
     temp_dir = lab_temp_dir(lab_id)
+    shared_dir = shared_folder_of(lab_id)
     state: dict[str, Any] = {"lab_id": lab_id, "config": config.to_dict(),
-                             "temp_dir": str(temp_dir), "supervisor_pid": None, "up": False,
+                             "temp_dir": str(temp_dir), "shared_dir": str(shared_dir),
+                             "supervisor_pid": None, "up": False,
                              "starter": starter_identity(), "nodes": []}
     supervisor: subprocess.Popen[str] | None = None
     progress(f"starting spot lab {lab_id}: head + {config.on_demand} on-demand + "
@@ -131,6 +133,12 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
                 raise
             (temp_dir / "logs").mkdir()
             (temp_dir / "interrupts").mkdir()
+            try:
+                shared_dir.mkdir(mode=0o700)
+            except FileExistsError:
+                state["shared_dir"] = None  # not ours: never used nor removed
+                save_state(state)
+                raise
             token = temp_dir / "ray_auth_token"
             token.touch(mode=0o600)
             token.write_text(secrets.token_hex(32))
@@ -148,7 +156,8 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
     except BaseException as error:
         kept = keep_logs(temp_dir, lab_id) if isinstance(error, _NotUp) else None
         progress(f"spot lab {lab_id} did not come up: removing what it created")
-        stop_lab(lab_id, progress=progress, supervisor=supervisor)
+        # its shared folder too: nothing can have been staged in a lab that never came up
+        stop_lab(lab_id, progress=progress, supervisor=supervisor, keep_data=False)
         if isinstance(error, _NotUp):
             where = f"its logs are kept in {kept}" if kept else "it left no logs"
             raise SpotLabStartFailed(f"spot lab {lab_id} did not come up: {error}; "
@@ -176,6 +185,12 @@ def _wait_until_up(supervisor: subprocess.Popen[str], log: Path) -> None:
         if time.monotonic() > deadline:
             raise _NotUp(f"not up within {START_TIMEOUT_S:g} s: {procs.log_gist(log)}")
         time.sleep(procs.POLL_S)
+
+
+def shared_folder_of(lab_id: str) -> Path:
+    """The lab's shared folder: SPOTBURST_SHARED on every node, beside (not in) its temp dir
+    so that `--keep-data` can keep it."""
+    return Path(f"{lab_temp_dir(lab_id)}-shared")
 
 
 def keep_logs(temp_dir: Path, lab_id: str) -> Path | None:
@@ -222,12 +237,14 @@ def running_lab(lab_id: str | None = None) -> SpotLab:
 
 def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
              supervisor: subprocess.Popen[str] | None = None,
-             save_events: Path | None = None) -> list[str]:
+             save_events: Path | None = None, keep_data: bool | None = None) -> list[str]:
     """Remove a lab: its supervisor (which stops its nodes), anything left of them, its temp
-    dir and its state file. Returns what was removed. A process is stopped only through the
-    `supervisor` handle or when it carries the lab's marker: a recorded PID without it (a
-    stale record: the supervisor died, the PID names another process by now) is reported and
-    left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave half a lab."""
+    dir, its shared folder (unless `keep_data`, or, when that is None, the lab's own
+    `--keep-data`) and its state file. Returns what was removed. A process is stopped only
+    through the `supervisor` handle or when it carries the lab's marker: a recorded PID
+    without it (a stale record: the supervisor died, the PID names another process by now)
+    is reported and left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave
+    half a lab."""
     with procs.interrupts_ignored():
         try:
             state = load_state(lab_id)
@@ -239,6 +256,7 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
         nodes = len(state.get("nodes", []))
         config = SpotLabConfig.from_dict(state["config"])
         temp_dir = _own_temp_dir(state, progress)
+        shared_dir = _own_dir(state, "shared_dir", shared_folder_of(lab_id), progress)
         if save_events is not None and temp_dir and (temp_dir / "events.jsonl").exists():
             _save_events(temp_dir / "events.jsonl", save_events)
         removed = _stop_supervisor(state, supervisor, config, progress)
@@ -256,9 +274,18 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
         if temp_dir is not None and temp_dir.exists():
             shutil.rmtree(temp_dir, ignore_errors=True)
             removed.append(f"directory {temp_dir}")
+        keep = config.keep_data if keep_data is None else keep_data
+        if shared_dir is not None and shared_dir.exists():
+            if keep:
+                progress(f"kept the lab's shared folder {shared_dir}")
+                shared_dir = None
+            else:
+                shutil.rmtree(shared_dir, ignore_errors=True)
+                removed.append(f"shared folder {shared_dir}")
         leftovers = [f"pid {pid}" for pid in sorted(procs.marked_pids(lab_id))]
-        if temp_dir is not None and temp_dir.exists():
-            leftovers.append(f"directory {temp_dir}")
+        for directory in (temp_dir, shared_dir):
+            if directory is not None and directory.exists():
+                leftovers.append(f"directory {directory}")
         if leftovers:
             raise SpotLabTeardownError(f"spot lab {lab_id}: still present after teardown: "
                                        f"{'; '.join(leftovers)} (state kept in "
@@ -270,14 +297,20 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
 
 
 def _own_temp_dir(state: dict[str, Any], progress: Progress) -> Path | None:
-    """The recorded temp dir when it is the one this lab made (`lab_temp_dir`); a record
-    naming any other path is reported and that path left alone."""
-    if not state.get("temp_dir"):
+    """The recorded temp dir when it is the one this lab made (`lab_temp_dir`)."""
+    return _own_dir(state, "temp_dir", lab_temp_dir(state["lab_id"]), progress)
+
+
+def _own_dir(state: dict[str, Any], key: str, expected: Path,
+             progress: Progress) -> Path | None:
+    """The folder the record names under `key` when it is `expected`, the one this lab made;
+    a record naming any other path is reported and that path left alone."""
+    if not state.get(key):
         return None
     try:
-        return owned(state["temp_dir"], lab_temp_dir(state["lab_id"]))
+        return owned(state[key], expected)
     except NotOurs as error:
-        progress(f"spot lab {state['lab_id']}: recorded temp_dir {error}")
+        progress(f"spot lab {state['lab_id']}: recorded {key} {error}")
         return None
 
 

@@ -94,6 +94,8 @@ class SpotLabOptions:
                                    minimum=0.0, maximum=MAX_LAB_S)
     drain_on_rebalance: bool = option(False, "the notice agents drain their Ray node at a "
                                              "rebalance recommendation too")
+    keep_data: bool = option(False, "keep the lab's shared folder (SPOTBURST_SHARED on every "
+                                    "node) when the lab is removed")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -129,6 +131,7 @@ class SpotLabOptions:
                 rebalance_chance=self.rebalance_chance,
                 rebalance_lead_s=self.rebalance_lead,
                 drain_on_rebalance=self.drain_on_rebalance,
+                keep_data=self.keep_data,
             )
         except SpotLabConfigError as error:
             flag, _, problem = str(error).partition(" ")

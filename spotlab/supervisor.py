@@ -54,6 +54,7 @@ from spotlab.state import load_state, node_marker, save_state
 from vocab.errors import RunFailed, one_line
 from vocab.ports import RayPorts
 from vocab.preemptions import CAUSE_NOTICE, CAUSE_REBALANCE
+from vocab.shared_data import SHARED_ENV
 from vocab.spot import (
     IMDS_ENDPOINT_ENV,
     NOTICE_AGENT_MODULE,
@@ -263,7 +264,8 @@ class Supervisor:
             "ray_address": self.head_address,
             "dashboard_url": f"http://127.0.0.1:{head.ports.dashboard}"
             if self.config.dashboard else None,
-            "driver_env": {**lab_env(self.temp_dir), "RAY_ADDRESS": self.head_address},
+            "driver_env": {**lab_env(self.temp_dir), **self._shared_env(),
+                           "RAY_ADDRESS": self.head_address},
             "events": str(self.events_path),
         }
         self._save()
@@ -344,6 +346,7 @@ class Supervisor:
             else "0",
             **SLOW_MACHINE_RAY_CONFIG,
             **NO_METRICS_EXPORT,
+            **self._shared_env(),
         }
         argv = ray_node_argv(spec, ports, head_address=self.head_address or "",
                              temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb,
@@ -360,6 +363,11 @@ class Supervisor:
         self._event("start", node, t=node.started_at, attempt=attempt, pid=process.pid,
                     agent_pid=node.agent.pid if node.agent else None)
         return node
+
+    def _shared_env(self) -> dict[str, str]:
+        """The lab's shared folder, as every node (replacements too) and driver sees it."""
+        shared = self.state.get("shared_dir")
+        return {SHARED_ENV: str(shared)} if shared else {}
 
     def _agent_argv(self, node: Node) -> list[str]:
         """The node's notice agent: the same program a spot pod runs beside Ray, on this

@@ -30,6 +30,7 @@ from stacks.config_types import (
     NodePoolKind,
     PodResources,
     RayClusterConfig,
+    SharedStorageConfig,
     SpotburstConfig,
     SpotClusterConfig,
     WorkerGroupConfig,
@@ -49,6 +50,12 @@ from vocab.instances import (
     POD_MEMORY_SHARE,
     InstanceShape,
     load_instance_shapes,
+)
+from vocab.shared_data import (
+    INFREQUENT_ACCESS_DAYS,
+    SHARED_STORAGE_KINDS,
+    STORAGE_NONE,
+    THROUGHPUT_MODES,
 )
 from vocab.spot import (
     CAPACITY_ON_DEMAND,
@@ -330,6 +337,7 @@ def _spot_cluster(fields: Fields) -> SpotClusterConfig:
             "nvidiaDevicePluginVersion",
             "nodePools",
             "drainOnRebalance",
+            *SHARED_STORAGE_KEYS,
         }
     )
     eks_version = fields.string("eksVersion", r"1\.\d{2}", 'an EKS version such as "1.34"')
@@ -360,7 +368,33 @@ def _spot_cluster(fields: Fields) -> SpotClusterConfig:
         drain_on_rebalance=(
             fields.boolean("drainOnRebalance") if "drainOnRebalance" in fields.values else False
         ),
+        shared_storage=_shared_storage(fields),
     )
+
+
+SHARED_STORAGE_KEYS = ("sharedStorage", "sharedThroughputMode", "sharedInfrequentAccessDays")
+SHARED_DEFAULTS = {"sharedStorage": "efs", "sharedThroughputMode": "elastic",
+                   "sharedInfrequentAccessDays": 30}
+
+
+def _shared_storage(fields: Fields) -> SharedStorageConfig | None:
+    """The shared file system: EFS unless `sharedStorage: none`; its throughput mode and the
+    age at which untouched files move to Infrequent Access (0: never)."""
+    given = {key: fields.values.get(key, SHARED_DEFAULTS[key]) for key in SHARED_STORAGE_KEYS}
+    shared = Fields(fields.path, given)
+    kind = shared.string("sharedStorage", "|".join(SHARED_STORAGE_KINDS),
+                         " or ".join(SHARED_STORAGE_KINDS))
+    mode = shared.string("sharedThroughputMode", "|".join(THROUGHPUT_MODES),
+                         " or ".join(THROUGHPUT_MODES))
+    days = shared.integer("sharedInfrequentAccessDays", 0, max(INFREQUENT_ACCESS_DAYS))
+    if days and days not in INFREQUENT_ACCESS_DAYS:
+        raise ConfigError(
+            f"{shared.key('sharedInfrequentAccessDays')}: {days} is not allowed; EFS moves "
+            f"files after {', '.join(map(str, INFREQUENT_ACCESS_DAYS))} days, or 0 for never"
+        )
+    if kind == STORAGE_NONE:
+        return None
+    return SharedStorageConfig(mode, days or None)
 
 
 def _kuberay_version(fields: Fields) -> str:

@@ -14,6 +14,7 @@ from launch.offline import MOCK_ACCOUNT, DeclaredResource, OfflineRun, run_offli
 from stacks import outputs
 from stacks.spot_cluster import PROJECT_ROOT
 from vocab.instances import load_instance_shapes
+from vocab.shared_data import SHARED_ENV
 from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE, SPOT_WARNING_S
 from vocab.spot_budget import AWS_BUDGET
 
@@ -183,17 +184,19 @@ def test_ray_autoscaler_runs_where_the_experiment_scales(dev_run: OfflineRun) ->
         head = spec["headGroupSpec"]["template"]["spec"]
         assert head["automountServiceAccountToken"] is False
         mounts_of_ray = head["containers"][0].get("volumeMounts", [])
-        assert mounts_of_ray == []  # the Ray container never sees the API token
+        # the Ray container never sees the API token: it mounts the shared data only
+        assert [m["mountPath"] for m in mounts_of_ray] == ["/mnt/shared"]
+        projected = [v for v in head.get("volumes", []) if "projected" in v]
         if experiment in on:
             options = spec["autoscalerOptions"]
             (mount,) = options["volumeMounts"]
             assert mount["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
-            (volume,) = head["volumes"]
+            (volume,) = projected
             assert volume["name"] == mount["name"]
             sources = [next(iter(source)) for source in volume["projected"]["sources"]]
             assert sources == ["serviceAccountToken", "configMap", "downwardAPI"]
         else:
-            assert "autoscalerOptions" not in spec and "volumes" not in head
+            assert "autoscalerOptions" not in spec and projected == []
 
 
 def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -> None:
@@ -212,7 +215,8 @@ def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -
             assert grace - drain >= 10  # Ray exits after draining, before the SIGKILL
         else:
             seen_on_demand = True
-            assert "terminationGracePeriodSeconds" not in pod and not env
+            assert "terminationGracePeriodSeconds" not in pod
+            assert set(env) == {SHARED_ENV}  # no drain timeout: the shared folder only
     assert seen_spot and seen_on_demand
 
 
@@ -232,7 +236,8 @@ def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) ->
         pod = group["template"]["spec"]
         agent = _agent(pod)
         if not pod["nodeSelector"]["spotburst.io/node-pool"].startswith("spot"):
-            assert agent is None and "volumes" not in pod, (experiment, group["groupName"])
+            assert agent is None, (experiment, group["groupName"])
+            assert [v["name"] for v in pod["volumes"]] == ["shared"]
             continue
         spot_pods += 1
         assert agent is not None
@@ -256,14 +261,15 @@ def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) ->
         assert agent["securityContext"] == ray["securityContext"]
         assert agent["resources"]["requests"] == agent["resources"]["limits"]
         volumes = {volume["name"]: volume for volume in pod["volumes"]}
-        assert set(volumes) == {files["name"], token["name"]}
+        assert {files["name"], token["name"]} <= set(volumes)
         config_map = volumes[files["name"]]["configMap"]
         assert [item["path"] for item in config_map["items"]] == list(NOTICE_AGENT_FILES)
         assert config_map["name"] == f"{experiment}-notice-agent"
         assert volumes[token["name"]]["secret"] == {
             "secretName": experiment, "items": [{"key": "auth_token", "path": "auth_token"}],
             "defaultMode": 0o440}
-        assert "volumeMounts" not in ray  # the Ray container mounts no token of ours
+        # the Ray container mounts no token of ours (only the shared data, if any)
+        assert token["name"] not in {m["name"] for m in ray.get("volumeMounts", [])}
     assert spot_pods == 6  # doll 1, elastic 2, rl 2, inference 1
 
 

@@ -74,6 +74,14 @@ class ElasticOptions(ResultsOptions):
         "do)",
         choices=("checkpoint", "ignore"),
     )
+    checkpoint_to: str = option(
+        "bucket",
+        "where Ray Train keeps the checkpoints: bucket (beside the results: the stack's "
+        "bucket; on a lab a local folder removed after the run) or shared (a new folder under "
+        "checkpoints/ in the shared folder every node sees, SPOTBURST_SHARED; kept after the "
+        "run)",
+        choices=("bucket", "shared"),
+    )
     notice_poll: float = option(
         0.5, "seconds between a worker's polls of its node's spot notice", above=0.0
     )
