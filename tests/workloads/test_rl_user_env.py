@@ -99,3 +99,10 @@ def test_the_runs_network_is_built_for_the_files_env(here: None) -> None:
     shipped = RL_SPEC.parse(["--env", REACH, "--env-file", "examples/rl/reach.py"])
     assert shipped.env_file == Path("examples/rl/reach.py")
     assert RL_SPEC.paths_of(shipped) == {"--env-file": Path("examples/rl/reach.py")}
+
+
+def test_gymnasiums_module_form_imports_the_module_that_registers_the_id() -> None:
+    check_env("gymnasium.envs.classic_control:Pendulum-v1")
+    with pytest.raises(OptionError, match="--env: 'no_such_env_module:Reach-v0': its module "
+                                          "'no_such_env_module' cannot be imported here"):
+        check_env("no_such_env_module:Reach-v0")

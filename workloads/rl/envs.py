@@ -6,6 +6,7 @@ file on the node, from the copy shipped with the job): never pickled from the dr
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,14 @@ def check_env(name: str, shipped: Path | None = None) -> None:
 
         env_class(shipped or path, class_name)
     else:
+        module, _, env_id = name.rpartition(":")
         try:
-            gymnasium.spec(name)
+            if module:  # Gymnasium's module:EnvId: the module registers the id
+                importlib.import_module(module)
+            gymnasium.spec(env_id)
+        except ImportError as error:
+            raise OptionError(FLAG, f"{name!r}: its module {module!r} cannot be imported here "
+                              f"({type(error).__name__}: {error})") from None
         except gymnasium.error.Error as error:
             raise OptionError(FLAG, f"{name!r} is not a Gymnasium environment "
                               f"({' '.join(str(error).split())})") from None
