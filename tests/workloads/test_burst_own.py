@@ -246,3 +246,37 @@ def test_a_function_raising_on_an_input_ends_the_run_with_one_line_naming_it(
     log = "\n".join(lines[:-1])  # the traceback, the user's frames in it
     assert f'File "{script}", line 3, in process' in log and "KeyError" in log
     assert not (tmp_path / "out").exists()  # no results of a failed run
+
+
+def where_and_words(path: str) -> list[object]:
+    return [path, word_total(path)]
+
+
+@pytest.mark.ray
+# data-aware moves the data ahead of the task; the default scheduler's task fetches it itself
+@pytest.mark.parametrize("fetch_in_task", [False, True])
+def test_a_node_that_cannot_see_the_inputs_computes_on_a_staged_copy_of_the_same_name(
+    ray_cluster: None, tmp_path: Path, fetch_in_task: bool,
+) -> None:
+    import ray
+
+    from workloads.burst.data import DataSource, RunContext
+    from workloads.burst.work import Workload, run_task, transfer
+
+    folder = make_inputs(tmp_path / "in")
+    nfs = tmp_path / "nfs" / own_location(folder)
+    [_, _, task] = ensure_own_inputs(folder, LocalStorage(nfs), lambda line: None)
+    node = ray.get_runtime_context().get_node_id()
+    # this node as the cloud: the on-prem folder is not visible to it, a reader sends it
+    context = RunContext(DataSource("nfs", str(nfs)), str(tmp_path / "stage"),
+                         {node: "cloud"}, node)
+    workload = Workload("callable", 0, fn=where_and_words, function="where_and_words")
+    if not fetch_in_task:
+        moved = ray.get(transfer.remote(context, task))
+        assert moved["bytes_moved"] == task.nbytes
+    record = ray.get(run_task.remote(context, workload, task, fetch_in_task))
+    staged = tmp_path / "stage" / "c" / "c"
+    assert record["output"] == [str(staged), word_total(str(folder / "c"))]
+    assert record["site"] == "cloud" and record.get("bytes_moved", 0) == (
+        task.nbytes if fetch_in_task else 0)
+    assert not staged.exists()  # removed after the task
