@@ -83,4 +83,4 @@ def test_your_own_task_file_gives_the_same_results_under_both_schedulers(
             for name in ("default", "data-aware")}
     assert rows["default"] == rows["data-aware"] == expected
     # the cloud node computed on staged copies (the calibration runs every worker node)
-    assert summary["bound"]["samples_s"]["cloud"]
+    assert summary["bound"]["calibration"]["samples_s"]["cloud"]
