@@ -38,6 +38,7 @@ from launch.options import (
     MEASURE_LINK_SPEC,
     NETEM_SPEC,
     OUTPUTS_SPEC,
+    REQUIREMENTS_SPEC,
     RL_LAB_SPEC,
     SPOT_LAB_DOWN_SPEC,
     SPOT_LAB_STATUS_SPEC,
@@ -62,6 +63,7 @@ from launch.options import (
     MeasureLinkOptions,
     NetemOptions,
     OutputsOptions,
+    RequirementsOptions,
     RlLabOptions,
     SpotLabDownOptions,
     SpotLabStatusOptions,
@@ -76,6 +78,7 @@ from procs.journal import take_removed
 from spotlab.options import LAB_SPEC, SpotLabOptions
 from vocab.errors import RunFailed, UserError, one_line
 from workloads.burst.options import BURST_SPEC, BurstOptions
+from workloads.burst.options import SHORT_FLAGS as BURST_SHORT_FLAGS
 from workloads.common.options import OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
@@ -332,12 +335,13 @@ def preempt(c: Context, options: PreemptOptions) -> None:
 # --- DOLL -----------------------------------------------------------------------------------
 
 
-@cli_task(DOLL_SPEC, TARGET_SPEC)
-def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
+@cli_task(DOLL_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC)
+def run_doll(c: Context, options: DollOptions, target: TargetOptions,
+             requirements: RequirementsOptions) -> None:
     """Run the DOLL experiment and draw its figures (local Ray by default, or a cluster)."""
     from launch.doll import run_doll as run
 
-    folder = run(options, target)
+    folder = run(options, target, requirements=requirements)
     print(f"results and figures in {folder}")
 
 
@@ -355,15 +359,15 @@ def fetch_prices(c: Context, options: FetchPricesOptions) -> None:
 # --- distributed RL on spot ----------------------------------------------------------------
 
 
-@cli_task(RL_SPEC, RL_LAB_SPEC, TARGET_SPEC)
+@cli_task(RL_SPEC, RL_LAB_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC)
 def run_rl(c: Context, options: RlOptions, lab_options: RlLabOptions,
-           target: TargetOptions) -> None:
+           target: TargetOptions, requirements: RequirementsOptions) -> None:
     """Run RLlib SAC, its learner on demand and its env runners on spot nodes, with figures.
 
     Local default: a new spot lab; or --address / --stack."""
     from launch.rl import run_rl as run
 
-    folder = run(options, target, lab_options)
+    folder = run(options, target, lab_options, requirements=requirements)
     print(f"results and figures in {folder}")
 
 
@@ -438,27 +442,34 @@ def netem(c: Context, options: NetemOptions) -> None:
 # --- burst ----------------------------------------------------------------------------------
 
 
-@cli_task(BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC)
+@cli_task(BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC, REQUIREMENTS_SPEC,
+          short_flags=BURST_SHORT_FLAGS)
 def run_burst(c: Context, options: BurstOptions, target: BurstRunTarget,
-              lab: BurstLabOptions) -> None:
+              lab: BurstLabOptions, requirements: RequirementsOptions) -> None:
     """Run the burst workload at --bw Mbit/s with both schedulers, with tables and figures.
 
-    Local default: the two-site lab; or --stack."""
+    `-f TASKS.py --function NAME --inputs DIR`: your own function on every entry of DIR.
+    Local default: the two-site lab; or --stack. See docs/burst.md."""
     from launch.burst import run_burst as run
+    from launch.requirements import user_requirements
 
     folder = run(options, target.bw, target.out, target.stack, lab=lab,
-                 stall_timeout_s=target.stall_timeout)
+                 stall_timeout_s=target.stall_timeout,
+                 requirements=user_requirements(requirements.requirements, not target.stack))
     print(f"results and figures: {folder}")
 
 
-@cli_task(BURST_SPEC, BURST_SWEEP_SPEC, BURST_LAB_SPEC)
+@cli_task(BURST_SPEC, BURST_SWEEP_SPEC, BURST_LAB_SPEC, REQUIREMENTS_SPEC,
+          short_flags=BURST_SHORT_FLAGS)
 def sweep_burst(c: Context, options: BurstOptions, target: BurstSweepTarget,
-                lab: BurstLabOptions) -> None:
+                lab: BurstLabOptions, requirements: RequirementsOptions) -> None:
     """Run run-burst at each bandwidth, then draw makespan against bandwidth."""
     from launch.burst import sweep_burst as sweep
+    from launch.requirements import user_requirements
 
     folder = sweep(options, target.bw, target.out, target.stack, lab=lab,
-                   stall_timeout_s=target.stall_timeout)
+                   stall_timeout_s=target.stall_timeout,
+                   requirements=user_requirements(requirements.requirements, not target.stack))
     print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
 
 
@@ -702,9 +713,10 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
 # --- elastic training on spot (workloads/elastic) ------------------------------------------
 
 
-@cli_task(ELASTIC_SPEC, ELASTIC_LAB_SPEC, TARGET_SPEC, short_flags=SHORT_FLAGS)
+@cli_task(ELASTIC_SPEC, ELASTIC_LAB_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC,
+          short_flags=SHORT_FLAGS)
 def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions,
-                target: TargetOptions) -> None:
+                target: TargetOptions, requirements: RequirementsOptions) -> None:
     """Run a Ray Train V2 script elastic on spot nodes; a notice loses no step.
 
     `-f SCRIPT [--function NAME] [--config JSON] -m MAX -- SCRIPT_ARGS` (no -f: the digits
@@ -717,5 +729,5 @@ def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions
 
     if c.remainder:
         options = replace(options, script_args=c.remainder)
-    folder = run(options, target, lab_options)
+    folder = run(options, target, lab_options, requirements=requirements)
     print(f"results and figure in {folder}")

@@ -150,7 +150,24 @@ class BurstSweepTarget(WatchedTarget):
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class RequirementsOptions:
+    """What a user's own code needs installed: the one flag of every task that takes a
+    user's file (run-elastic -f, run-burst -f, run-rl --env FILE:Class, run-doll's policy)."""
+
+    requirements: Path | None = option(
+        None,
+        "pip requirements file (one requirement a line) of your code's own imports: "
+        "installed with the job on every node of an --address or --stack cluster; on the "
+        "local lab each must be installed here already",
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 TARGET_SPEC = OptionSpec(TargetOptions)
+REQUIREMENTS_SPEC = OptionSpec(RequirementsOptions)
 BURST_LAB_SPEC = OptionSpec(BurstLabOptions)
 BURST_RUN_SPEC = OptionSpec(BurstRunTarget)
 BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)

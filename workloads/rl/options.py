@@ -5,6 +5,7 @@ spot lab's (`--spot`, `--learner`, ...) and the target's (`--address`, `--stack`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from vocab.names import fits_file_system, shown
@@ -15,12 +16,20 @@ LEARNER_PLACES = ("learner", "on-demand", "anywhere")
 """Where the learner goes: the learner pool's node (on-demand, a GPU node on AWS), any
 on-demand worker node, or wherever Ray finds a CPU (a plain cluster without pools)."""
 RUNNER_PLACES = ("spot", "on-demand", "anywhere")
+ENV_FLAG = "--env"
+"""The flag every error about the environment names (workloads/rl/envs.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RlOptions(ResultsOptions):
     env: str = option(
-        "Pendulum-v1", "Gymnasium environment id (continuous actions: a Box action space)"
+        "Pendulum-v1", "Gymnasium environment id (Gymnasium's module:EnvId form too), or your "
+        "own FILE.py:CLASS (a gymnasium.Env subclass; the file travels with the job); "
+        "continuous actions: a Box action space"
+    )
+    env_file: Path | None = option(
+        None, "where the --env FILE.py is for this run (the copy the job carries)",
+        launcher=True,
     )
     env_runners: int = option(2, "env runners (Ray actors sampling the environment)", minimum=1,
                               maximum=64)
@@ -79,7 +88,9 @@ class RlOptions(ResultsOptions):
                               f"({self.steps_per_iteration}), got {self.rollout_fragment}")
 
     def parameters(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        values["env_file"] = None if self.env_file is None else str(self.env_file)
+        return values
 
 
 PAPER_PRESET: dict[str, Any] = {
