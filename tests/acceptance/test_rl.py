@@ -4,18 +4,15 @@ env runners are preempted, and the figures are drawn."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.acceptance.test_rl_own_env import OWN_COMMAND
 from tests.helpers.acceptance import PROJECT_DIR, run_documented
 
 COMMAND = "invoke run-rl"
 TARGET_RETURN = -300.0
-OWN_COMMAND = "invoke run-rl --env examples/rl/reach.py:Reach --steps 2000 --eval-every 4"
-RANDOM_REACH_RETURN = -15.0  # examples/rl/reach.py's random policy; going straight: about -2
 
 pytestmark = [pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow]
 
@@ -40,24 +37,3 @@ def test_run_rl_learns_through_env_runner_preemptions(tmp_path: Path) -> None:
     assert len([f for f in faults["injected"] if f["kind"] == "preempt"]) >= 2
     for figure in ("reward_vs_steps.png", "reward_vs_time.png", "reward_vs_cost.png"):
         assert (out / figure).stat().st_size > 10_000, figure
-
-
-def test_your_own_environment_learns_through_preemptions(tmp_path: Path) -> None:
-    """docs/rl.md's "Your own environment": the example's class, shipped from its file to
-    every env runner and the learner, learns while runners' spot nodes are preempted, and
-    rl-evaluate runs its best checkpoint here."""
-    out = tmp_path / "reach"
-    summary = run_documented(OWN_COMMAND, out, timeout_s=1200)
-    assert summary["env"] == "examples/rl/reach.py:Reach"
-    assert summary["preemptions"] >= 1 and summary["env_runners_replaced"] >= 1
-    assert summary["last_eval_return"] > RANDOM_REACH_RETURN / 2  # well past random
-    for figure in ("reward_vs_steps.png", "reward_vs_time.png"):
-        assert (out / figure).stat().st_size > 10_000, figure
-    evaluated = tmp_path / "evaluated"
-    done = subprocess.run(
-        [sys.executable, "-m", "invoke", "rl-evaluate", "--run", str(out), "--episodes", "3",
-         "--out", str(evaluated)],
-        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    again = json.loads((evaluated / "summary.json").read_text())
-    assert again["mean_return"] > RANDOM_REACH_RETURN / 2
