@@ -384,11 +384,13 @@ class FileTransferOptions:
 class DataTargetOptions:
     """Whose shared folder: a spot lab's, or a stack's shared file system."""
 
-    lab: str | None = option(None, "spot lab id (not set: the only recorded lab)")
+    lab: str | None = option(None, "spot lab id (not set: the only recorded lab)",
+                             pattern=NAME)
     stack: str | None = option(None, "a Pulumi stack instead: its spot cluster's shared "
-                                     "file system, through a RayCluster's head pod")
+                                     "file system, through a RayCluster's head pod",
+                               pattern=NAME)
     experiment: str | None = option(None, "with --stack: the RayCluster whose head pod is "
-                                          "used (not set: the first deployed)")
+                                          "used (not set: the first deployed)", pattern=NAME)
 
     def __post_init__(self) -> None:
         check_fields(self)
