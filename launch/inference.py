@@ -375,7 +375,7 @@ def files_put(local: Path, name: str) -> str:
     _check_store_name(name)
     record = ServiceRecord.load()
     with store_errors(record.store):
-        size = put(record.files(), local, name)
+        size = put(record.files(), local, name, record.storage())
     return f"put {local} as {name} ({size} bytes)"
 
 

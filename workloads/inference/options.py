@@ -102,10 +102,10 @@ SERVICE_SPEC = OptionSpec(ServiceOptions, prog="invoke infer-up",
 
 @dataclass(frozen=True, kw_only=True)
 class JobOptions:
-    model: str | None = option(None, "model file name in the store: an .npz of layers "
+    model: str | None = option(None, "model file name in the store: an ONNX model "
                                "(required; docs/inference.md)")
-    testset: str | None = option(None, "test set file name in the store: a 2-D float .npy "
-                                 "array, one row a query (required)")
+    testset: str | None = option(None, "test set file name in the store: an .npy array, "
+                                 "one query per row of the model's input shape (required)")
     labels: str | None = option(None, "labels file name in the store: a 1-D integer .npy "
                                 "array, one label per query (required)")
     batch_size: int = option(20, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
@@ -199,8 +199,8 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
                                 flag="--rebalance", above=0.0)
     window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
-    jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
-                       "the medium one)", minimum=2, maximum=3)
+    jobs: int = option(2, "jobs run at once: the small network and the convolutional one "
+                       "(large; with 3, also the medium network)", minimum=2, maximum=3)
     batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
     repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
                          minimum=1, maximum=10_000)
