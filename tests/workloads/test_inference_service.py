@@ -530,3 +530,37 @@ def test_a_model_of_a_kind_never_seen_is_served_through_the_cli_unchanged(
     assert status["accuracy"] == pytest.approx(float(np.mean(local == labels)), abs=1e-12)
     merged = _read_output(store, status["run_id"])
     assert merged["predictions"] == local.tolist()
+
+
+def reshaping_model() -> bytes:
+    """A model that answers a batch of two (what job-add's check runs) but not of ten: its
+    first output always has two rows."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "two_rows"], ["y"])], "reshaping",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([2, -1], np.int64), "two_rows")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def test_a_model_that_fails_on_a_worker_fails_its_job_and_nothing_else(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    store = running_service(bundle, repeat=1, workers=2)
+    store.write_bytes("files/odd_model", reshaping_model())
+    store.write_bytes("files/odd_testset", array_to_bytes(np.ones((30, 4), np.float32)))
+    store.write_bytes("files/odd_label", array_to_bytes(np.zeros(30, np.int64)))
+    call("job_add", "odd", "odd_model", "odd_testset", "odd_label", 10)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 30)
+    call("job_start", "odd")
+    call("job_start", "small")
+    jobs = wait_until(lambda: (status := _status_or_none()) and all(
+        job["state"] in ("done", "failed") for job in status["jobs"].values())
+        and status["jobs"], 120.0, "both jobs ended")
+    assert jobs["odd"]["state"] == "failed"
+    assert "odd_model: its first output has shape (2, 20) for a batch of 10" in \
+        jobs["odd"]["error"] and "\n" not in jobs["odd"]["error"]
+    assert jobs["small"]["state"] == "done" and jobs["small"]["processed"] == 450

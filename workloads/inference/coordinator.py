@@ -58,6 +58,7 @@ from workloads.inference.models import (
     MAX_MODEL_BYTES,
     PROBE_ROWS,
     ModelFileError,
+    Signature,
     array_from_bytes,
     array_header,
     array_shape,
@@ -292,6 +293,8 @@ class Coordinator:
                                  self.settings.s3_endpoint)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}
+        self.checked: dict[tuple[str, str], Signature] = {}
+        """Models ONNX Runtime loaded and ran on a probe, by the sha256 of both: checked once."""
         self.skipped: dict[str, str] = {}
         """Stored job records that did not pass the checks: name -> why (job-remove them)."""
         self.workers: dict[str, WorkerSlot] = {}
@@ -742,20 +745,25 @@ class Coordinator:
                 return _fail(f"{flag}: {file!r} has {size} bytes, more than the {limit} "
                              f"{'a model may take' if flag == '--model' else 'a node holds'}")
             data[flag] = self.files.read_bytes(file)
+        digests = {role: sha256(data[f"--{role}"]) for role in FILE_ROLES}
         try:
             shape, dtype = array_header(data["--testset"], testset, kinds="biuf")
             truth = array_shape(data["--labels"], labels, kinds="iu")
-            signature = check_model_bounded(data["--model"], model,
-                                            first_rows(data["--testset"], testset, PROBE_ROWS))
+            probe = first_rows(data["--testset"], testset, PROBE_ROWS)
+            key = (digests["model"], sha256(f"{probe.dtype}{probe.shape}".encode()
+                                            + probe.tobytes()))
+            signature = self.checked.get(key) or check_model_bounded(data["--model"], model,
+                                                                     probe)
         except ModelFileError as error:
             return _fail(str(error))
+        self.checked[key] = signature
         if len(shape) < 1 or shape[0] < 1 or signature.accepts(shape, dtype) is not None:
             return _fail(f"--testset: {testset!r} holds {dtype} of shape {shape_text(shape)}; "
                          f"model {model!r} takes {signature.shown()}")
         if truth != (shape[0],):
             return _fail(f"--labels: {labels!r} has shape {shape_text(truth)}; the test set "
                          f"has {shape[0]} queries")
-        return shape[0], {role: sha256(data[f"--{role}"]) for role in FILE_ROLES}
+        return shape[0], digests
 
     def _known(self, name: str | None) -> Job | dict[str, Any]:
         if name in self.skipped:
