@@ -116,7 +116,7 @@ def _watch(options: InferenceOptions, began: float,
 
 def _inject(options: InferenceOptions, now: float,
             show: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Kill busy workers at the same moment, each stopped half-way through a sub-job first
+    """Kill busy workers at the same moment, each stopped in the middle of a sub-job first
     (`holding`), then the coordinator (Ray restarts it; it resumes from the store). Nothing
     while fewer workers than asked are busy (the next sample tries again)."""
     events: list[dict[str, Any]] = []

@@ -205,7 +205,7 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
                          minimum=1, maximum=10_000)
     fail_workers: int = option(2, "busy workers killed at the same moment during the run, "
-                               "each half-way through a sub-job (0: none)", minimum=0,
+                               "each in the middle of a sub-job (0: none)", minimum=0,
                                maximum=64)
     fail_coordinator: int = option(1, "1: kill the coordinator at the same moment as the "
                                    "workers (Ray restarts it, it resumes from the store); "
