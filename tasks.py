@@ -550,7 +550,7 @@ def files_demo(c: Context, options: DemoOptions) -> None:
 
     small_model.onnx, small_testset.npy, small_label.npy: a small ReLU network trained on
     scikit-learn's digits (64 pixels in), its held-out digits and their labels; large_*: a
-    small convolutional network on the 1x8x8 image, about a hundred times costlier per
+    small convolutional network on the 1x8x8 image, hundreds of times costlier per
     query (file formats: docs/inference.md)."""
     from launch.inference import files_demo as demo
 

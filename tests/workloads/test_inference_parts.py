@@ -422,3 +422,16 @@ def test_a_hold_stops_a_running_sub_job_between_two_answers_and_keeps_it_there()
     assert holding == {"run_id": "small-1", "sub_job": 4, "answered": answered[0], "of": 10**9}
     assert answered[0] >= 1
     assert runner.is_alive()  # it waits there, half-done, for its process to die
+
+
+def test_the_speed_benchmark_fails_when_the_service_misses_0_8_of_onnx_runtime() -> None:
+    from benchmarks.inference_speed import targets
+    from benchmarks.report import exit_code
+
+    def row(model: str, ms: float, ratio: float) -> dict[str, object]:
+        return {"model": model, "batch": 100, "ort_ms_per_query": ms, "ratio": ratio}
+
+    assert exit_code(targets([row("small", 0.001, 0.3), row("large", 0.15, 0.85)])) == 0
+    assert exit_code(targets([row("small", 0.001, 0.3), row("large", 0.15, 0.75)])) == 1
+    assert exit_code(targets([row("small", 0.001, 0.9), row("large", 0.05, 0.9)])) == 1
+    assert exit_code(targets([row("small", 0.02, 0.9), row("large", 0.15, 0.9)])) == 1
