@@ -435,3 +435,13 @@ def test_the_speed_benchmark_fails_when_the_service_misses_0_8_of_onnx_runtime()
     assert exit_code(targets([row("small", 0.001, 0.3), row("large", 0.15, 0.75)])) == 1
     assert exit_code(targets([row("small", 0.001, 0.9), row("large", 0.05, 0.9)])) == 1
     assert exit_code(targets([row("small", 0.02, 0.9), row("large", 0.15, 0.9)])) == 1
+
+
+def test_a_model_over_the_size_limit_is_refused_before_it_is_parsed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads.inference import models
+
+    monkeypatch.setattr(models, "MAX_MODEL_BYTES", 100)
+    with pytest.raises(ModelFileError,
+                       match=r"^m: \d+ bytes, more than the 100 a model may take$"):
+        read_signature(identity_model(50, 50), "m")

@@ -241,8 +241,13 @@ def _read_output(store: Storage, run_id: str) -> dict[str, Any]:
 
 def test_commands_refuse_bad_input_naming_what_was_wrong(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
-    running_service(bundle, repeat=1)
+    store = running_service(bundle, repeat=1)
+    store.write_bytes("files/long_testset", array_to_bytes(np.zeros((100_001, 64), np.uint8)))
+    store.write_bytes("files/long_label", array_to_bytes(np.zeros(100_001, np.uint8)))
     refusals: dict[tuple[Any, ...], str] = {
+        ("job_add", "j", "small_model", "long_testset", "long_label", 1):
+            "--batch-size: 100001 queries in batches of 1 make 100001 sub-jobs, more than "
+            "100000",
         ("job_start", "nope"): "unknown job 'nope'",
         ("job_add", "j", "missing_model", "small_testset", "small_label", 5):
             "--model: no file 'missing_model' in the store",
@@ -268,6 +273,14 @@ def test_commands_refuse_bad_input_naming_what_was_wrong(
     for method, expected in (("job_start", "already running"), ("job_remove", "job-stop it")):
         with pytest.raises(ServiceError, match=expected):
             call(method, "j")
+    # job-start checks the files again: one changed behind the service's back is refused
+    store.write_bytes("files/other_label", store.read_bytes("files/small_label"))
+    call("job_add", "k", "small_model", "small_testset", "other_label", 5)
+    store.write_bytes("files/other_label", array_to_bytes(np.zeros(450, np.int64)))
+    with pytest.raises(ServiceError, match="job 'k': its labels 'other_label' changed in "
+                                           "the store since job-add"):
+        call("job_start", "k")
+    assert call("job_status", "k")["jobs"]["k"]["state"] == "idle"
 
 
 @pytest.mark.subprocess
