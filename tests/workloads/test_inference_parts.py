@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -156,7 +157,7 @@ def test_a_npy_header_that_claims_more_rows_than_the_file_holds_is_refused() -> 
         array_shape(real, "labels", kinds="iu")
 
 
-def _model_with(node: str, shape: list[int | str], opset: int = 17, **attributes: object
+def _model_with(node: str, shape: list[int | str], opset: int = 17, **attributes: Any
                 ) -> bytes:
     from onnx import TensorProto, helper
 

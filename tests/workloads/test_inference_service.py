@@ -538,11 +538,11 @@ def test_a_model_of_a_kind_never_seen_is_served_through_the_cli_unchanged(
     status = wait_until(lambda: (done := invoke("job-status", "--name", "cube", "--json"))
                         and json.loads(done.stdout)["jobs"]["cube"]["state"] == "done"
                         and json.loads(done.stdout)["jobs"]["cube"], 120.0, "the job done")
-    local = OnnxModel(unseen_model()).predict(queries)
+    answers = OnnxModel(unseen_model()).predict(queries)
     assert status["processed"] == 301 and "flat" not in call("job_status")["jobs"]
-    assert status["accuracy"] == pytest.approx(float(np.mean(local == labels)), abs=1e-12)
+    assert status["accuracy"] == pytest.approx(float(np.mean(answers == labels)), abs=1e-12)
     merged = _read_output(store, status["run_id"])
-    assert merged["predictions"] == local.tolist()
+    assert merged["predictions"] == answers.tolist()
 
 
 def reshaping_model() -> bytes:

@@ -630,7 +630,7 @@ class Coordinator:
         """A running job fails with `reason` (job-status shows it); the others go on."""
         if job.state != "running":
             return
-        failed = dataclasses.replace(job, state="failed", error=one_line(reason)[-300:])
+        failed = dataclasses.replace(job, state="failed", error=" ".join(reason.split())[-300:])
         self._save_job(failed)
         job.state, job.error = failed.state, failed.error
         job.pending.clear()
