@@ -778,6 +778,8 @@ class Coordinator:
             job = self._known(request.name)
             if isinstance(job, dict):
                 return job
+            if job.state == "running":
+                return _fail(f"job {job.name!r} is already running")
         # the files again, outside the lock (a check takes seconds): still as job-add found
         checked = self._check_files(job.model, job.testset, job.labels)
         if isinstance(checked, dict):
