@@ -626,11 +626,12 @@ def files_ls(c: Context) -> None:
 
 @cli_task(DEMO_SPEC)
 def files_demo(c: Context, options: DemoOptions) -> None:
-    """Write the demo's model, test set and labels into a folder, ready for files-put.
+    """Write the demo's models, test sets and labels into a folder, ready for files-put.
 
-    small_model.npz, small_testset.npy, small_label.npy: a small network trained on
-    scikit-learn's digits, its held-out digits and their labels (file formats:
-    docs/inference.md)."""
+    small_model.onnx, small_testset.npy, small_label.npy: a small ReLU network trained on
+    scikit-learn's digits (64 pixels in), its held-out digits and their labels; large_*: a
+    small convolutional network on the 1x8x8 image, hundreds of times costlier per
+    query (file formats: docs/inference.md)."""
     from launch.inference import files_demo as demo
 
     print("\n".join(demo(options)))

@@ -33,9 +33,9 @@ from workloads.common.input_files import read_input_json
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage, write_atomically
 from workloads.inference.endpoint import (
-    COMMAND_TIMEOUT_S,
     EndpointUnreachable,
     ServiceError,
+    command_timeout_s,
     read_endpoint,
     send_command,
 )
@@ -323,9 +323,9 @@ def command(method: str, *args: Any) -> dict[str, Any]:
 def _send(record: ServiceRecord, url: str, method: str, args: list[Any]) -> dict[str, Any]:
     assert record.command_token
     if record.stack is None:
-        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+        return send_command(url, record.command_token, method, args, command_timeout_s(method))
     with _through_stack(record.stack, url) as local_url:
-        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S,
+        return send_command(url, record.command_token, method, args, command_timeout_s(method),
                             connect_url=local_url)
 
 
@@ -383,7 +383,7 @@ def files_put(local: Path, name: str) -> str:
     _check_store_name(name)
     record = ServiceRecord.load()
     with store_errors(record.store):
-        size = put(record.files(), local, name)
+        size = put(record.files(), local, name, record.storage())
     return f"put {local} as {name} ({size} bytes)"
 
 

@@ -44,6 +44,7 @@ from vocab.ports import INFERENCE_COMMAND_PORT
 from workloads.common.deadline import call_within
 from workloads.common.options import OptionError
 from workloads.common.storage import Storage
+from workloads.inference.models import CHECK_TIMEOUT_S
 from workloads.inference.options import parse_command
 
 ENDPOINT_FILE = "service/endpoint.json"
@@ -51,6 +52,16 @@ KUBERNETES_ENV = "KUBERNETES_SERVICE_HOST"
 """Set in every Kubernetes pod."""
 COMMAND_TIMEOUT_S = 1.5
 """A command's answer is awaited this long (the service promises an answer within 2 s)."""
+CHECKING_COMMANDS = ("job_add", "job_start")
+"""Commands that check a job's files first (a model loaded by ONNX Runtime in a child)."""
+CHECKING_TIMEOUT_S = CHECK_TIMEOUT_S + 30.0
+"""Their answer is awaited for the check's own bound and the files' reading."""
+
+
+def command_timeout_s(method: str) -> float:
+    return CHECKING_TIMEOUT_S if method in CHECKING_COMMANDS else COMMAND_TIMEOUT_S
+
+
 COMMAND_PATH = "/command"
 HELLO_PATH = "/hello"
 NONCE_HEX = 32

@@ -98,10 +98,10 @@ SERVICE_SPEC = OptionSpec(ServiceOptions, prog="invoke infer-up",
 
 @dataclass(frozen=True, kw_only=True)
 class JobOptions:
-    model: str | None = option(None, "model file name in the store: an .npz of layers "
+    model: str | None = option(None, "model file name in the store: an ONNX model "
                                "(required; docs/inference.md)")
-    testset: str | None = option(None, "test set file name in the store: a 2-D float .npy "
-                                 "array, one row a query (required)")
+    testset: str | None = option(None, "test set file name in the store: an .npy array, "
+                                 "one query per row of the model's input shape (required)")
     labels: str | None = option(None, "labels file name in the store: a 1-D integer .npy "
                                 "array, one label per query (required)")
     batch_size: int = option(20, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
@@ -195,13 +195,13 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
                                 flag="--rebalance", above=0.0)
     window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
-    jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
-                       "the medium one)", minimum=2, maximum=3)
+    jobs: int = option(2, "jobs run at once: the small network and the convolutional one "
+                       "(large; with 3, also the medium network)", minimum=2, maximum=3)
     batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
     repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
                          minimum=1, maximum=10_000)
     fail_workers: int = option(2, "busy workers killed at the same moment during the run, "
-                               "each half-way through a sub-job (0: none)", minimum=0,
+                               "each in the middle of a sub-job (0: none)", minimum=0,
                                maximum=64)
     fail_coordinator: int = option(1, "1: kill the coordinator at the same moment as the "
                                    "workers (Ray restarts it, it resumes from the store); "
