@@ -4,12 +4,13 @@ to the one target path, and its figures drawn here from the records that came ba
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from launch.options import TargetOptions
 from launch.targets import run_workload
 from launch.workload import workload_run
-from workloads.common.spot_market.trace import load_trace
+from workloads.doll.experiment import check_inputs
 from workloads.doll.figures import draw
 from workloads.doll.options import DOLL_SPEC, DollOptions
 
@@ -19,10 +20,14 @@ def run_doll(
     target: TargetOptions | None = None,
     show: Callable[[str], None] = print,
 ) -> Path:
-    """Check the trace here (the options checked themselves), run DOLL on the target, then
-    draw its figures; returns the local results folder."""
+    """Check the input files here (the options checked themselves): the price and capacity
+    traces and the policy file, which travels with the code as --policy-file; run DOLL on
+    the target, then draw its figures; returns the local results folder."""
     target = target or TargetOptions()
-    load_trace(options.trace, options.zone, options.product)
+    check_inputs(options)
+    policy_file = options.user_policy_file()
+    if policy_file is not None:
+        options = replace(options, policy_file=policy_file)
     run = workload_run("doll", "workloads.doll", DOLL_SPEC, options)
     folder = run_workload(run, target.address, target.stack, target.out, show,
                           stall_timeout_s=target.stall_timeout)
