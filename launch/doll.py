@@ -9,10 +9,20 @@ from pathlib import Path
 
 from launch.options import TargetOptions
 from launch.targets import run_workload
-from launch.workload import workload_run
+from launch.workload import WorkloadRun, workload_run
 from workloads.doll.experiment import check_inputs
 from workloads.doll.figures import draw
 from workloads.doll.options import DOLL_SPEC, DollOptions
+
+
+def doll_run(options: DollOptions) -> WorkloadRun:
+    """Check the input files here (the options checked themselves): the price and capacity
+    traces and the policy file, which travels with the code as --policy-file; the run."""
+    check_inputs(options)
+    policy_file = options.user_policy_file()
+    if policy_file is not None:
+        options = replace(options, policy_file=policy_file)
+    return workload_run("doll", "workloads.doll", DOLL_SPEC, options)
 
 
 def run_doll(
@@ -20,15 +30,10 @@ def run_doll(
     target: TargetOptions | None = None,
     show: Callable[[str], None] = print,
 ) -> Path:
-    """Check the input files here (the options checked themselves): the price and capacity
-    traces and the policy file, which travels with the code as --policy-file; run DOLL on
-    the target, then draw its figures; returns the local results folder."""
+    """Run DOLL on the target once its inputs are checked, then draw its figures; returns
+    the local results folder."""
     target = target or TargetOptions()
-    check_inputs(options)
-    policy_file = options.user_policy_file()
-    if policy_file is not None:
-        options = replace(options, policy_file=policy_file)
-    run = workload_run("doll", "workloads.doll", DOLL_SPEC, options)
+    run = doll_run(options)
     folder = run_workload(run, target.address, target.stack, target.out, show,
                           stall_timeout_s=target.stall_timeout)
     draw(folder)

@@ -65,14 +65,20 @@ def test_uniform_progress_exploits_spot_then_catches_up_on_demand_with_hysteresi
         == set(everyone)
 
 
-def test_uniform_progress_safety_net_moves_everyone_on_demand_for_good() -> None:
+def test_uniform_progress_safety_net_moves_idle_workers_on_demand_for_good() -> None:
     policy = UniformProgress(CONFIG)
     policy.decide(state())
-    # 400 points left at 48 points/s is 8.3 s, + 2d = 12.3 s: more than the 10 s left
+    # 400 points left at 48 points/s is 8.3 s, + 2d = 12.3 s: more than the 10 s left;
+    # the workers up stay on spot (exploitation), the idle one goes on demand to the end
     everyone = frozenset(range(4))
-    assert set(policy.decide(state(time_s=89.0, batches_done=900, spot=everyone))) == everyone
-    assert list(policy.decide(state(time_s=90.0, batches_done=600, spot=everyone))) == []
-    assert list(policy.decide(state(time_s=91.0, batches_done=990))) == []  # for good
+    assert set(policy.decide(state(time_s=89.0, batches_done=900, spot=everyone,
+                                   spot_up=(True, False, True, True)))) == everyone
+    chosen = set(policy.decide(state(time_s=90.0, batches_done=600, spot=everyone,
+                                     spot_up=(True, False, True, True))))
+    assert chosen == {0, 2, 3}
+    # back up and far ahead of the line: the safety net still holds it on demand
+    assert set(policy.decide(state(time_s=91.0, batches_done=990, spot=frozenset(chosen)))) \
+        == {0, 2, 3}
 
 
 def test_uniform_progress_uses_no_spot_while_it_is_not_cheaper() -> None:

@@ -12,7 +12,7 @@ import ast
 import importlib.util
 import sys
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -196,37 +196,35 @@ class Fallback(Builtin):
 @dataclass
 class UniformProgress(Builtin):
     """Can't Be Late's Uniform Progress (NSDI'24), adapted to N workers: the uniform line is
-    batches_total·t/deadline. Every worker whose spot instance is up runs on spot
-    (exploitation); while behind the line, the idle (preempted) spot workers move to on
-    demand and stay there until progress reaches the line 2d ahead (hysteresis); when the
-    remaining work at the all-on-demand rate plus 2d no longer fits, everyone moves to on
-    demand for good (safety net). d, the restart overhead, is --launch-delay."""
+    batches_total·t/deadline. Every worker whose spot instance is up runs on spot, and stays
+    there until preempted (exploitation); while the run is behind the line, the idle
+    (preempted) spot workers move to on demand and stay there until progress reaches the
+    line 2d ahead (hysteresis); once the remaining work at the all-on-demand rate plus 2d no
+    longer fits before the deadline, an idle spot worker moves to on demand for good (safety
+    net). d, the restart overhead, is --launch-delay."""
 
     on_demand: set[int] | None = None
-    safety_net: bool = False
+    """Moved to on demand to catch up, until the run is 2d ahead of the line."""
+    for_good: set[int] = field(default_factory=set)
+    """Moved to on demand by the safety net, to the end."""
 
     def decide(self, state: PolicyState) -> Iterable[int]:
         everyone = set(range(state.workers))
         if self.on_demand is None:
-            self.on_demand = set() if self.cheaper(state) else everyone
-            spot = everyone - self.on_demand
+            self.on_demand = set()
+            spot = everyone if self.cheaper(state) else set()
             return self.planned(state, state.rates, spot, work(state), time_left(state))
         if not self.cheaper(state):
-            self.on_demand = set(everyone)
             return ()
-        if state.price_changed and not self.safety_net:
-            self.on_demand = set()  # spot cheaper again: back to exploiting it
         d = self.config.launch_delay_compressed_s
-        if self.safety_net or time_left(state) < work(state) / sum(state.rates) + 2 * d:
-            self.safety_net = True
-            return ()
-        ahead = state.batches_done >= uniform_line(state, state.time_s + 2 * d)
-        if ahead:
-            self.on_demand.clear()  # hysteresis done: back to spot
-        behind = state.batches_done < uniform_line(state, state.time_s)
-        if behind:
-            self.on_demand |= idle_spot_workers(state)
-        return everyone - self.on_demand
+        idle = idle_spot_workers(state)
+        if time_left(state) < work(state) / sum(state.rates) + 2 * d:
+            self.for_good |= idle
+        if state.batches_done >= uniform_line(state, state.time_s + 2 * d):
+            self.on_demand.clear()  # caught up: back to spot
+        if state.batches_done < uniform_line(state, state.time_s):
+            self.on_demand |= idle
+        return everyone - self.on_demand - self.for_good
 
 
 def uniform_line(state: PolicyState, time_s: float) -> float:
