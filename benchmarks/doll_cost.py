@@ -41,7 +41,7 @@ from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance, sha256_of
 from workloads.common.ray_session import ray_session
 from workloads.common.spot_market.capacity import CapacityTrace, load_capacity_trace
-from workloads.common.spot_market.trace import load_trace
+from workloads.common.spot_market.trace import TraceReplay, load_trace
 from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
 from workloads.doll.chance import (
     SPLITS,
@@ -271,6 +271,16 @@ def targets(rows: list[dict[str, Any]]) -> list[Target]:
                                          [r for r in ran(rows) if r["product"] == label])]
 
 
+def price_floor(base: DollOptions, product: str, on_demand_price: float) -> float:
+    """The spot price over the run's deadline, as a ratio to on-demand: every point costs a
+    worker-second on spot or on demand, so no policy's cost ratio can go much below it."""
+    replay = TraceReplay(load_trace(base.trace, base.zone, product), base.compression)
+    deadline_s = base.deadline_factor * base.work_points / sum(base.worker_rates())
+    steps = 1000
+    prices = [replay.price_at(deadline_s * i / steps) for i in range(steps)]
+    return statistics.mean(prices) / on_demand_price
+
+
 def baseline_table(rows: list[dict[str, Any]]) -> str:
     """Per scenario, each policy's mean cost ratio and deadlines met beside uniform-progress's."""
     lines = [f"Against Can't Be Late's {BASELINE} (same seeds, same scenario):", "",
@@ -468,7 +478,10 @@ def main() -> int:
         f"mean {d['capacity_trace']['mean']})"
         for d in described if "capacity_trace" in d) if args.capacity_trace else \
         "Capacity traces: none given (--capacity-trace)"
-    text = "\n\n".join([header(made), table(rows, base, seeds), traces_text,
+    floors = "Spot price / on-demand over a run's deadline (no policy's cost ratio goes much " \
+        "below it): " + ", ".join(f"{p.split()[0]} {price_floor(base, p, price):.3f}"
+                                  for p, price in TRACES)
+    text = "\n\n".join([header(made), table(rows, base, seeds), floors, traces_text,
                          baseline_table(rows), preemption_table(rows, base),
                          targets_text(checked)])
     print(text)

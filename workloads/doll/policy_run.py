@@ -89,6 +89,8 @@ class PolicyRun:
         self.spot_up = [True] * config.workers
         self.capacity_now: int | None = None
         self.granted: list[int] = []  # spot workers holding one of the capacity's instances
+        self.held: set[int] = set()  # spot workers whose spot instance was up at the last grant
+        self.held_spot: set[int] = set()  # the spot workers then
         self.availability_changed = False
         self.observed: tuple[float, ...] | None = None
         self.stand_ins: dict[int, float] = {}  # fallback: preempted slot -> stand-in asked at
@@ -295,19 +297,24 @@ class PolicyRun:
             )
             for index in noticed:
                 self.events.append({"t": now, "worker": index, "event": "notice"})
-        held = set(self.granted)
+        granted = set(self.granted)
         before = self.spot_up
         self.spot_up = [
-            self.chain_up[i] and (self.capacity_now is None or i not in self.spot or i in held)
+            self.chain_up[i] and (self.capacity_now is None or i not in self.spot or i in granted)
             for i in range(self.config.workers)
         ]
-        for index, (was, is_up) in enumerate(zip(before, self.spot_up, strict=True)):
-            if was != is_up:
-                self.availability_changed = True
-                if index in self.spot:
-                    self.events.append(
-                        {"t": now, "worker": index, "event": "recovered" if is_up else "preempted"}
-                    )
+        self.availability_changed |= before != self.spot_up
+        # a preemption: a worker still on spot lost the spot instance it held (whatever the
+        # policy does next); a worker newly on spot without an instance was never preempted
+        held = {i for i in self.spot if self.spot_up[i]}
+        for index in sorted(self.held - held):
+            if index in self.spot and index not in self.lost:
+                self.preemptions += 1
+                self.events.append({"t": now, "worker": index, "event": "preempted"})
+        for index in sorted(held - self.held):
+            if index in self.held_spot:
+                self.events.append({"t": now, "worker": index, "event": "recovered"})
+        self.held, self.held_spot = held, set(self.spot)
         if self.stand_ins_on:
             self._track_stand_ins(now)
 
@@ -354,7 +361,6 @@ class PolicyRun:
                 continue
             changed = True
             if not run and slot.index in self.spot and slot.index not in self.lost:
-                self.preemptions += 1
                 if self.config.preemption == "kill":
                     self.fleet.replace(slot, kill=True)
                     continue
