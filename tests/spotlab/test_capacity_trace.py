@@ -53,3 +53,28 @@ def test_the_flag_reaches_the_lab_and_a_bad_trace_is_one_line(tmp_path: Path) ->
         LAB_SPEC.parse(["--capacity-trace", str(bad)])
     with pytest.raises(SpotLabConfigError, match="does not go with --preemptions"):
         SpotLabConfig(capacity_trace=path, preemptions="none")
+
+
+@pytest.mark.ray
+def test_a_fall_in_capacity_sends_the_real_notice_and_a_rise_starts_a_replacement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spotlab import spot_lab
+    from spotlab.state import STATE_DIR_ENV
+    from tests.helpers.waiting import wait_until
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    # one tick per lab second: capacity for 8 s, none for 6 s, then back
+    config = SpotLabConfig(spot=1, on_demand=0, cpus_per_node=1, warning_s=3.0,
+                           replace_delay_s=1.0, object_store_mb=80, dashboard=False,
+                           capacity_trace=trace(tmp_path, [1] * 8 + [0] * 6 + [1] * 200, 1.0),
+                           trace_compression=1.0)
+    with spot_lab(config) as lab:
+        wait_until(lambda: any(e["event"] == "replacement-started" for e in lab.events()), 180,
+                   "the replacement once capacity is back")
+        events = lab.events()
+    notice = next(e for e in events if e["event"] == "notice" and e["node"] == "spot-0")
+    kill = next(e for e in events if e["event"] == "kill" and e["node"] == "spot-0")
+    started = next(e for e in events if e["event"] == "replacement-started")
+    assert kill["cause"] == "notice" and notice["t"] < kill["t"] <= started["t"]
+    assert started["slot"] == 0 and started["replaces"] == "spot-0"
