@@ -212,6 +212,9 @@ def schedule_points(config: SpotLabConfig, pools: Sequence[str]) -> Iterator[tup
             quiet_since = start
         elif capacity.model == "trace" and start - quiet_since > capacity.replay.loop_s:
             return  # a whole loop of the trace without a price above the bid: never
+        elif capacity.capacity is not None and start - quiet_since > \
+                capacity.capacity.trace.span_s / capacity.capacity.compression:
+            return  # a whole loop of the capacity trace without a fall: never
 
 
 class StackSchedule:

@@ -62,6 +62,12 @@ class SpotLabOptions:
     trace_compression: float = option(_DEFAULTS.trace_compression,
                                       "price trace: trace seconds per lab second", above=0.0,
                                       maximum=1e6)
+    capacity_trace: str | None = option(
+        None, "capacity model: a spot capacity trace (JSON {\"metadata\": {\"gap_seconds\": "
+              "N}, \"data\": [count, ...]}, the public spot-traces format), replayed with "
+              "--trace-compression trace seconds per lab second like a price trace, looping, "
+              "from a tick drawn from --lab-seed (0: the first); spot slot i has capacity "
+              "while the count is above i, so a fall sends the nodes above it their notice")
     warning: float = option(_DEFAULTS.warning_s,
                             f"seconds from a notice to the kill (AWS's {SPOT_WARNING_S:g} s / "
                             f"{DEFAULT_COMPRESSION:g})", minimum=MIN_STEP_S,
@@ -121,6 +127,7 @@ class SpotLabOptions:
                 zone=self.zone,
                 product=self.product,
                 trace_compression=self.trace_compression,
+                capacity_trace=self.capacity_trace,
                 warning_s=self.warning,
                 replace_delay_s=self.replace_delay,
                 on_demand_price=self.on_demand_price,
