@@ -9,20 +9,18 @@ A user's policy is a class in their own file, named on the command line as
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from vocab.errors import UserError
+from workloads.common.user_code import UserCodeError, import_file
 from workloads.doll.allocation import allocate
 from workloads.doll.chance import ChanceModel, OutageChain, chance_spot_set, deadline_probability
 from workloads.doll.options import DollOptions, user_policy_parts
 
 
-class PolicyFileError(UserError, ValueError):
+class PolicyFileError(UserCodeError):
     """A policy file that cannot be used: one line naming the file and what is wrong."""
 
 
@@ -291,24 +289,13 @@ def check_policy_file(path: Path, class_name: str) -> None:
 
 
 def load_policy_class(path: Path, class_name: str) -> type:
-    """Import the user's file (its folder on sys.path for its own imports) and return the
-    class, checked to have a callable `decide`."""
+    """Import the user's file (workloads.common.user_code: its folder on sys.path for its own
+    imports, once per process) and return the class, checked to have a callable `decide`."""
     check_policy_file(path, class_name)
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    module_name = f"spotburst_doll_policy_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise PolicyFileError(f"--policy: {path}: cannot be loaded")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - the user's module: any error, one line
-        raise PolicyFileError(
-            f"--policy: {path} fails to import: {type(error).__name__}: {error}"
-        ) from None
+        module = import_file(path, "--policy")
+    except UserCodeError as error:
+        raise PolicyFileError(str(error)) from None
     found = getattr(module, class_name, None)
     if not isinstance(found, type) or not callable(getattr(found, "decide", None)):
         raise PolicyFileError(f"--policy: {path}: {class_name} is not a class with a "
