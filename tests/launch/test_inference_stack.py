@@ -34,7 +34,7 @@ FAKE_KUBECTL = """\
     argv = sys.argv[1:]
     with open({log!r}, "a") as log:
         log.write(json.dumps(argv) + "\\n")
-    rest = argv[2:]
+    rest = [arg for arg in argv[2:] if not arg.startswith("--request-timeout=")]
 
     def pipe(source, sink):
         try:

@@ -42,7 +42,7 @@ FAKE_KUBECTL = """\
     }}
     with open({log!r}, "a") as log:
         log.write(json.dumps(record) + "\\n")
-    rest = argv[2:]
+    rest = [arg for arg in argv[2:] if not arg.startswith("--request-timeout=")]
     if rest == ["get", "secret", "doll", "-n", "doll", "-o", "jsonpath={{.data.auth_token}}"]:
         print({secret!r}, end="")
     elif rest[:4] == ["port-forward", "-n", "doll", "svc/doll-head-svc"] and {forwards}:
