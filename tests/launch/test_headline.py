@@ -22,6 +22,7 @@ BURST = {"lower_bound_s": 40.0, "speedup": 1.314, "runs": {
     "data-aware": {"makespan_s": 45.66, "makespan_over_bound": 1.14, "tasks_on_cloud": 21},
 }}
 INFERENCE = {
+    "throughput_qps": 812.4,
     "rate_spread_after_window": {"samples": 30, "median": 1.012, "max": 1.15},
     "failures_seen": {"workers_killed": 2, "coordinator_killed": True},
     "exactly_once": {"ok": True, "jobs": {
@@ -58,7 +59,7 @@ def test_burst_shows_the_makespans_against_the_bound_and_the_speedup() -> None:
 def test_inference_shows_each_job_answered_once_and_the_rate_spread() -> None:
     table = render_headline("inference", INFERENCE)
     assert "45000/45000" in table
-    assert "median 1.012, max 1.150" in table
+    assert "median 1.012, max 1.150" in table and "812 queries/s" in table
     assert any(line.split()[-1] == "yes" and line.startswith("every query answered")
                for line in table.splitlines())
 
