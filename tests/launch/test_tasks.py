@@ -13,6 +13,7 @@ import pytest
 from invoke import Task
 
 import tasks
+from tests.test_docs import ORIGINAL_AS_SEED
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 INVOKE = [sys.executable, "-m", "invoke"]
@@ -171,6 +172,7 @@ def test_every_flags_help_shows_the_type_of_its_value(
         program.run(["invoke", attribute.replace("_", "-"), "--help"], exit=False)
         shown = capsys.readouterr().out
         assert "STRING" not in shown, (attribute, shown)
+        assert not ORIGINAL_AS_SEED.search(shown), (attribute, shown)
     program.run(["invoke", "run-elastic", "--help"], exit=False)
     shown = capsys.readouterr().out
     for flag in ("-f PATH, --script=PATH", "-m INT, --max-workers=INT", "--spot=INT",
