@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from invoke import Context, Exit, Task, task
 
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
-from launch.invoke_parser import TypedTask, adapt_invoke_parser
+from launch.invoke_parser import OPTIONAL_POSITIONALS, TypedTask, adapt_invoke_parser
 from launch.options import (
     AWS_STACK_SPEC,
     BURST_LAB_SPEC,
     BURST_RUN_SPEC,
     BURST_SWEEP_SPEC,
+    DATA_GET_SPEC,
+    DATA_PUT_SPEC,
+    DATA_RM_SPEC,
+    DATA_TARGET_SPEC,
     DEPLOY_SPEC,
     ELASTIC_LAB_SPEC,
     FETCH_PRICES_SPEC,
@@ -35,6 +39,7 @@ from launch.options import (
     MEASURE_LINK_SPEC,
     NETEM_SPEC,
     OUTPUTS_SPEC,
+    REQUIREMENTS_SPEC,
     RL_LAB_SPEC,
     SPOT_LAB_DOWN_SPEC,
     SPOT_LAB_STATUS_SPEC,
@@ -46,6 +51,10 @@ from launch.options import (
     BurstLabOptions,
     BurstRunTarget,
     BurstSweepTarget,
+    DataGetOptions,
+    DataPutOptions,
+    DataRmOptions,
+    DataTargetOptions,
     DeployOptions,
     FetchPricesOptions,
     FileTransferOptions,
@@ -55,6 +64,7 @@ from launch.options import (
     MeasureLinkOptions,
     NetemOptions,
     OutputsOptions,
+    RequirementsOptions,
     RlLabOptions,
     SpotLabDownOptions,
     SpotLabStatusOptions,
@@ -69,6 +79,7 @@ from procs.journal import take_removed
 from spotlab.options import LAB_SPEC, SpotLabOptions
 from vocab.errors import RunFailed, UserError, one_line
 from workloads.burst.options import BURST_SPEC, BurstOptions
+from workloads.burst.options import SHORT_FLAGS as BURST_SHORT_FLAGS
 from workloads.common.options import OptionSpec
 from workloads.doll.options import DOLL_SPEC, DollOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
@@ -109,11 +120,13 @@ def cli_task(
     *specs: OptionSpec[Any],
     positional: tuple[str, ...] = (),
     short_flags: dict[str, str] | None = None,
+    optional: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., None]], Task]:
     """A task whose flags and help are the user options of `specs`; its body gets the
     context, then one checked options object per spec. A bad value ends the task with one
     line naming the flag, exit code 2, before anything starts; any other end is `_ended`'s.
-    `positional` flags may also be given by position; `short_flags` maps `-f` to `--script`."""
+    `positional` flags may also be given by position (the last of them may be `optional`);
+    `short_flags` maps `-f` to `--script`."""
     flags = [flag for spec in specs for flag in spec.task_flags()]
     if len({dest for dest, _, _ in flags}) != len(flags):
         raise TypeError(f"the specs {[s.cls.__name__ for s in specs]} share a flag")
@@ -147,6 +160,8 @@ def cli_task(
         made.value_types = {dest: word for spec in specs
                             for dest, word in spec.task_types().items()}
         made.renamed_flags = {old: new for spec in specs for old, new in spec.renamed.items()}
+        if optional:
+            OPTIONAL_POSITIONALS[made.name.replace("_", "-")] = set(optional)
         return _with_short_flags(made, short_flags) if short_flags else made
 
     return decorate
@@ -354,13 +369,14 @@ def preempt(c: Context, options: PreemptOptions) -> None:
 # --- DOLL -----------------------------------------------------------------------------------
 
 
-@cli_task(DOLL_SPEC, TARGET_SPEC)
-def run_doll(c: Context, options: DollOptions, target: TargetOptions) -> None:
+@cli_task(DOLL_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC)
+def run_doll(c: Context, options: DollOptions, target: TargetOptions,
+             requirements: RequirementsOptions) -> None:
     """Run the DOLL experiment and draw its figures (local Ray by default, or a cluster)."""
     from launch.doll import run_doll as run
 
     with _verbose(target):
-        folder = run(options, target)
+        folder = run(options, target, requirements=requirements)
     _results("doll", folder, "results and figures in")
 
 
@@ -378,16 +394,16 @@ def fetch_prices(c: Context, options: FetchPricesOptions) -> None:
 # --- distributed RL on spot ----------------------------------------------------------------
 
 
-@cli_task(RL_SPEC, RL_LAB_SPEC, TARGET_SPEC)
+@cli_task(RL_SPEC, RL_LAB_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC)
 def run_rl(c: Context, options: RlOptions, lab_options: RlLabOptions,
-           target: TargetOptions) -> None:
+           target: TargetOptions, requirements: RequirementsOptions) -> None:
     """Run RLlib SAC, its learner on demand and its env runners on spot nodes, with figures.
 
     Local default: a new spot lab; or --address / --stack."""
     from launch.rl import run_rl as run
 
     with _verbose(target):
-        folder = run(options, target, lab_options)
+        folder = run(options, target, lab_options, requirements=requirements)
     _results("rl", folder, "results and figures in")
 
 
@@ -462,27 +478,34 @@ def netem(c: Context, options: NetemOptions) -> None:
 # --- burst ----------------------------------------------------------------------------------
 
 
-@cli_task(BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC)
+@cli_task(BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC, REQUIREMENTS_SPEC,
+          short_flags=BURST_SHORT_FLAGS)
 def run_burst(c: Context, options: BurstOptions, target: BurstRunTarget,
-              lab: BurstLabOptions) -> None:
+              lab: BurstLabOptions, requirements: RequirementsOptions) -> None:
     """Run the burst workload at --bw Mbit/s with both schedulers, with tables and figures.
 
-    Local default: the two-site lab; or --stack."""
+    `-f TASKS.py --function NAME --inputs DIR`: your own function on every entry of DIR.
+    Local default: the two-site lab; or --stack. See docs/burst.md."""
     from launch.burst import run_burst as run
+    from launch.requirements import user_requirements
 
     folder = run(options, target.bw, target.out, target.stack, lab=lab,
-                 stall_timeout_s=target.stall_timeout)
+                 stall_timeout_s=target.stall_timeout,
+                 requirements=user_requirements(requirements.requirements, not target.stack))
     _results("burst", folder, "results and figures:")
 
 
-@cli_task(BURST_SPEC, BURST_SWEEP_SPEC, BURST_LAB_SPEC)
+@cli_task(BURST_SPEC, BURST_SWEEP_SPEC, BURST_LAB_SPEC, REQUIREMENTS_SPEC,
+          short_flags=BURST_SHORT_FLAGS)
 def sweep_burst(c: Context, options: BurstOptions, target: BurstSweepTarget,
-                lab: BurstLabOptions) -> None:
+                lab: BurstLabOptions, requirements: RequirementsOptions) -> None:
     """Run run-burst at each bandwidth, then draw makespan against bandwidth."""
     from launch.burst import sweep_burst as sweep
+    from launch.requirements import user_requirements
 
     folder = sweep(options, target.bw, target.out, target.stack, lab=lab,
-                   stall_timeout_s=target.stall_timeout)
+                   stall_timeout_s=target.stall_timeout,
+                   requirements=user_requirements(requirements.requirements, not target.stack))
     print(f"sweep results and makespan_vs_bandwidth.png: {folder}")
 
 
@@ -526,7 +549,63 @@ def spot_lab_down(c: Context, options: SpotLabDownOptions) -> None:
     from spotlab import stop_lab
 
     print("\n".join(f"removed {item}"
-                    for item in stop_lab(options.lab, save_events=options.save_events)))
+                    for item in stop_lab(options.lab, save_events=options.save_events,
+                                         keep_data=options.keep_data or None)))
+
+
+# --- the shared data folder (a lab's, or a stack's EFS) ---------------------------------------
+
+
+@contextmanager
+def _shared_folder(target: DataTargetOptions) -> Iterator[Any]:
+    from launch.shared_data import lab_folder, stack_folder
+
+    if target.stack is not None:
+        with stack_folder(target.stack, target.experiment) as folder:
+            yield folder
+    else:
+        yield lab_folder(target.lab)
+
+
+@cli_task(DATA_PUT_SPEC, positional=("local", "name"), optional=("name",))
+def data_put(c: Context, options: DataPutOptions) -> None:
+    """Put a local file into the shared folder every node sees (SPOTBURST_SHARED), once.
+
+    The folder is a spot lab's (--lab) or a stack's EFS file system (--stack)."""
+    from launch.shared_data import put
+
+    assert options.local is not None
+    with _shared_folder(options) as folder:
+        print(put(folder, options.local, options.name))
+
+
+@cli_task(DATA_TARGET_SPEC)
+def data_ls(c: Context, options: DataTargetOptions) -> None:
+    """List the shared folder: each file or folder with its size, and the space left."""
+    from launch.shared_data import format_listing, listing
+
+    with _shared_folder(options) as folder:
+        print(format_listing(folder, listing(folder)))
+
+
+@cli_task(DATA_GET_SPEC, positional=("name", "local"))
+def data_get(c: Context, options: DataGetOptions) -> None:
+    """Get a file from the shared folder into a local file (or folder)."""
+    from launch.shared_data import get
+
+    assert options.name is not None and options.local is not None
+    with _shared_folder(options) as folder:
+        print(get(folder, options.name, options.local))
+
+
+@cli_task(DATA_RM_SPEC, positional=("name",))
+def data_rm(c: Context, options: DataRmOptions) -> None:
+    """Remove a file or a folder from the shared folder."""
+    from launch.shared_data import remove
+
+    assert options.name is not None
+    with _shared_folder(options) as folder:
+        print(remove(folder, options.name))
 
 
 # --- the inference cluster: a service on Ray and its commands -------------------------------
@@ -583,11 +662,12 @@ def files_ls(c: Context) -> None:
 
 @cli_task(DEMO_SPEC)
 def files_demo(c: Context, options: DemoOptions) -> None:
-    """Write the demo's model, test set and labels into a folder, ready for files-put.
+    """Write the demo's models, test sets and labels into a folder, ready for files-put.
 
-    small_model.npz, small_testset.npy, small_label.npy: a small network trained on
-    scikit-learn's digits, its held-out digits and their labels (file formats:
-    docs/inference.md)."""
+    small_model.onnx, small_testset.npy, small_label.npy: a small ReLU network trained on
+    scikit-learn's digits (64 pixels in), its held-out digits and their labels; large_*: a
+    small convolutional network on the 1x8x8 image, hundreds of times costlier per
+    query (file formats: docs/inference.md)."""
     from launch.inference import files_demo as demo
 
     print("\n".join(demo(options)))
@@ -671,9 +751,10 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
 # --- elastic training on spot (workloads/elastic) ------------------------------------------
 
 
-@cli_task(ELASTIC_SPEC, ELASTIC_LAB_SPEC, TARGET_SPEC, short_flags=SHORT_FLAGS)
+@cli_task(ELASTIC_SPEC, ELASTIC_LAB_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC,
+          short_flags=SHORT_FLAGS)
 def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions,
-                target: TargetOptions) -> None:
+                target: TargetOptions, requirements: RequirementsOptions) -> None:
     """Run a Ray Train V2 script elastic on spot nodes; a notice loses no step.
 
     `-f SCRIPT [--function NAME] [--config JSON] -m MAX -- SCRIPT_ARGS` (no -f: the digits
@@ -691,5 +772,5 @@ def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions
     if c.remainder:
         options = replace(options, script_args=c.remainder)
     with _verbose(target):
-        folder = run(options, target, lab_options)
+        folder = run(options, target, lab_options, requirements=requirements)
     _results("elastic", folder, "results and figure in")

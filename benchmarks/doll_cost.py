@@ -1,6 +1,7 @@
 """DOLL cost benchmark: every policy over several seeds and both price traces of the paper
-(SUSE Linux against $0.286/h, Linux/UNIX against $0.186/h), on one local Ray, the two traces
-side by side (one fleet each).
+(SUSE Linux against $0.286/h, Linux/UNIX against $0.186/h) with the Markov preemption model,
+and over spot capacity traces (`--capacity-trace`, on the SUSE prices), on one local Ray,
+the scenarios side by side (one fleet each), beside Can't Be Late's uniform-progress.
 
 Prints, per trace and policy: the measured cost ratio to on-demand (mean, sd, min–max over
 seeds), the ratio the allocation held predicts, the paper's continuous bound, the deadline
@@ -9,12 +10,17 @@ finish/deadline and the lowest accuracy; then what the preemptions cost in time,
 side with the run without them (`preemption_table`: the same seed's on-demand run): finish
 without and with, their ratio, the bound (the run without plus the stream time the whole
 fleet needs to bring in the points the outages dropped, `stream_lost_fleet_s`, as a ratio),
-and where the extra time went (that lost stream, the rest); then its targets (`targets`);
-exits 1 when one is missed. Writes rows.json, table.md (with how it was made: command,
+and where the extra time went (that lost stream, the rest); then its targets (`targets`,
+and `baseline_targets`: BEST against uniform-progress on every scenario); exits 1 when one
+is missed. Writes rows.json, table.md (with how it was made: command,
 cores, load, date, commit), provenance.json and cost_vs_finish.png (cost ratio vs
 finish/deadline, one point per run) to --out.
 
     python -m benchmarks.doll_cost [--seeds 0-9] [--policy ...] [--out DIR]
+        [--capacity-trace A.json B.json --capacity-seeds 0-4]
+
+Capacity traces are given by path (the public ones: github.com/skypilot-org/spot-traces);
+the table names each by its file name and sha256.
 """
 
 from __future__ import annotations
@@ -26,15 +32,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.report import Target, exit_code, header, machine, targets_text
 from workloads.common.actors import start_actor
-from workloads.common.provenance import provenance
+from workloads.common.provenance import provenance, sha256_of
 from workloads.common.ray_session import ray_session
-from workloads.common.spot_market.trace import load_trace
+from workloads.common.spot_market.capacity import CapacityTrace, load_capacity_trace
+from workloads.common.spot_market.trace import TraceReplay, load_trace
 from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
 from workloads.doll.chance import (
     SPLITS,
@@ -49,34 +56,71 @@ from workloads.doll.options import POLICIES, DollOptions
 from workloads.doll.price_server import PriceServer
 
 TRACES = (("SUSE Linux", 0.286), ("Linux/UNIX", 0.186))
+BEST = "fallback"
+"""The project's best deadline-safe policy: the one held against uniform-progress."""
+BASELINE = "uniform-progress"
+SUSE_CEILING = 0.55
+"""BEST's mean cost ratio to on-demand on the SUSE trace is at most this."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One column of the benchmark: a price trace (product, on-demand price), with the
+    Markov model or a capacity trace, and its seeds."""
+
+    product: str
+    on_demand_price: float
+    seeds: tuple[int, ...]
+    capacity: CapacityTrace | None = None
+
+    @property
+    def label(self) -> str:
+        if self.capacity is not None:
+            return f"{self.capacity.file.name} ({self.product.split()[0]} prices)"
+        return f"{self.product.split()[0]} ${self.on_demand_price}"
+
+    def describe(self) -> dict[str, Any]:
+        described: dict[str, Any] = {"label": self.label, "product": self.product,
+                                     "on_demand_price": self.on_demand_price,
+                                     "seeds": list(self.seeds)}
+        if self.capacity is not None:
+            described["capacity_trace"] = {
+                "file": self.capacity.file.name, "sha256": sha256_of(self.capacity.file),
+                "gap_seconds": self.capacity.gap_s, "ticks": len(self.capacity.counts),
+                "mean": round(self.capacity.mean(), 3),
+            }
+        return described
 
 
 def measure_trace(
-    base: DollOptions, product: str, on_demand_price: float, seeds: list[int],
-    rows: list[dict[str, Any]], lock: threading.Lock, rows_path: Path,
+    base: DollOptions, scenario: Scenario, rows: list[dict[str, Any]], lock: threading.Lock,
+    rows_path: Path,
 ) -> None:
-    """Every seed's policies on this trace, on a fleet of its own; rows appended as they
+    """Every seed's policies in this scenario, on a fleet of its own; rows appended as they
     finish and written to `rows_path` after every seed (a stopped run keeps its seeds)."""
+    product, label = scenario.product, scenario.label
     trace = load_trace(base.trace, base.zone, product)
-    servers = start_servers(replace(base, product=product), trace)
+    servers = start_servers(replace(base, product=product), trace, capacity=scenario.capacity)
     servers = replace(
         servers,
         price_server=start_actor(PriceServer, trace, base.compression),
         mean_spot_price=trace.mean_price(),
     )
+    capacity_path = None if scenario.capacity is None else scenario.capacity.file
     try:
-        for seed in seeds:
-            config = replace(base, product=product, on_demand_price=on_demand_price, seed=seed)
-            results = run_policies(config, servers, prefixed(f"  {product} seed {seed}"))
+        for seed in scenario.seeds:
+            config = replace(base, product=product, on_demand_price=scenario.on_demand_price,
+                             seed=seed, capacity_trace=capacity_path)
+            results = run_policies(config, servers, prefixed(f"  {label} seed {seed}"))
             for policy, summary in with_cost_ratios(config, results).items():
-                row = {"product": product, "seed": seed, "policy": policy, **summary}
+                row = {"product": label, "seed": seed, "policy": policy, **summary}
                 with lock:
                     rows.append(row)
-                    print(
-                        f"  {product} seed {seed} {policy}: ratio {summary['cost_ratio']:.3f}"
-                        f" finish/deadline {summary['finish_s'] / summary['deadline_s']:.3f}",
-                        flush=True,
-                    )
+                    print(f"  {label} seed {seed} {policy}: " + (
+                        f"FAILED {summary['failed']}" if "failed" in summary else
+                        f"ratio {summary['cost_ratio']:.3f} "
+                        f"finish/deadline {summary['finish_s'] / summary['deadline_s']:.3f}"),
+                        flush=True)
             with lock:
                 rows_path.write_text(json.dumps(rows, indent=2, default=str))
     finally:
@@ -88,18 +132,22 @@ def prefixed(prefix: str) -> Callable[[str], None]:
     return lambda line: print(f"{prefix} {line}", flush=True)
 
 
-def measure(base: DollOptions, seeds: list[int], rows_path: Path) -> list[dict[str, Any]]:
+def measure(base: DollOptions, scenarios: list[Scenario], rows_path: Path,
+            at_once: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
+    turns = threading.Semaphore(at_once)
 
-    def one(product: str, price: float) -> None:
+    def one(scenario: Scenario) -> None:
         try:
-            measure_trace(base, product, price, seeds, rows, lock, rows_path)
+            with turns:
+                measure_trace(base, scenario, rows, lock, rows_path)
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
 
-    threads = [threading.Thread(target=one, args=trace, daemon=True) for trace in TRACES]
+    threads = [threading.Thread(target=one, args=(scenario,), daemon=True)
+               for scenario in scenarios]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -119,6 +167,22 @@ def _known(rows: list[dict[str, Any]], key: str) -> list[float]:
     return [row[key] for row in rows if row.get(key) is not None]
 
 
+def labels(rows: list[dict[str, Any]]) -> list[str]:
+    """The scenarios of these rows, in the order they were measured."""
+    return list(dict.fromkeys(row["product"] for row in rows))
+
+
+def shown(label: str) -> str:
+    """A scenario as the tables name it (rows of earlier runs hold the product name)."""
+    prices = dict(TRACES)
+    return f"{label.split()[0]} ${prices[label]}" if label in prices else label
+
+
+def ran(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of runs that finished (a failed policy's run has no cost)."""
+    return [row for row in rows if "failed" not in row]
+
+
 def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> str:
     header = (
         "| trace | policy | cost ratio mean | sd | min–max | expected | bound "
@@ -131,22 +195,24 @@ def table(rows: list[dict[str, Any]], base: DollOptions, seeds: list[int]) -> st
         header,
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for product, price in TRACES:
-        for policy in base.policies:
-            mine = [r for r in rows if r["product"] == product and r["policy"] == policy]
+    for label in labels(rows):
+        for policy in dict.fromkeys(r["policy"] for r in rows):
+            mine = [r for r in ran(rows) if r["product"] == label and r["policy"] == policy]
+            failed = sum(1 for r in rows if r["product"] == label and r["policy"] == policy
+                         and "failed" in r)
             if not mine:
                 continue
             ratios = [r["cost_ratio"] for r in mine]
             probabilities = _known(mine, "deadline_probability")
             expected, accuracy = _known(mine, "cost_expected"), _known(mine, "accuracy")
             lines.append(
-                f"| {product.split()[0]} ${price} | {policy} | {statistics.mean(ratios):.3f} "
+                f"| {shown(label)} | {policy} | {statistics.mean(ratios):.3f} "
                 f"| {statistics.stdev(ratios) if len(ratios) > 1 else 0.0:.3f} "
                 f"| {min(ratios):.3f}–{max(ratios):.3f} "
                 f"| {_fmt(statistics.mean(expected) if expected else None, 0).strip()} "
                 f"| {_fmt(mine[0]['cost_bound'], 0).strip()} "
                 f"| {_fmt(statistics.mean(probabilities) if probabilities else None, 0).strip()} "
-                f"| {sum(r['deadline_met'] for r in mine)}/{len(mine)} "
+                f"| {sum(r['deadline_met'] for r in mine)}/{len(mine) + failed} "
                 f"| {statistics.mean(r['finish_s'] / r['deadline_s'] for r in mine):.3f} "
                 f"| {_fmt(min(accuracy) if accuracy else None, 0).strip()} |"
             )
@@ -166,11 +232,11 @@ def preemption_table(rows: list[dict[str, Any]], base: DollOptions) -> str:
         "| extra s | lost stream s | other s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for product, price in TRACES:
-        without = {r["seed"]: r["finish_s"] for r in rows
-                   if r["product"] == product and r["policy"] == "on-demand"}
-        for policy in base.policies:
-            mine = [r for r in rows if r["product"] == product and r["policy"] == policy
+    for label in labels(rows):
+        without = {r["seed"]: r["finish_s"] for r in ran(rows)
+                   if r["product"] == label and r["policy"] == "on-demand"}
+        for policy in dict.fromkeys(r["policy"] for r in rows):
+            mine = [r for r in ran(rows) if r["product"] == label and r["policy"] == policy
                     and r["seed"] in without and r.get("stream_lost_fleet_s") is not None]
             if policy == "on-demand" or not mine:
                 continue
@@ -179,7 +245,7 @@ def preemption_table(rows: list[dict[str, Any]], base: DollOptions) -> str:
             lost_s = statistics.mean(r["stream_lost_fleet_s"] for r in mine)
             bound = (base_s + lost_s) / base_s
             lines.append(
-                f"| {product.split()[0]} ${price} | {policy} "
+                f"| {shown(label)} | {policy} "
                 f"| {statistics.mean(r['preemptions'] for r in mine):.1f} | {base_s:.1f} "
                 f"| {with_s:.1f} | {with_s / base_s:.3f} | {bound:.3f} "
                 f"| {with_s / base_s / bound:.3f} | {with_s - base_s:.1f} | {lost_s:.1f} "
@@ -199,9 +265,76 @@ def targets(rows: list[dict[str, Any]]) -> list[Target]:
     as often; fallback stays below the paper's bound and meets every deadline. (static's cost
     is above static-paper's by what P ≥ 0.9 needs: docs/doll.md shows why no static plan can
     be within 0.05 of it.)"""
-    return [target for product, price in TRACES
-            for target in _trace_targets(f"{product.split()[0]} ${price}",
-                                         [r for r in rows if r["product"] == product])]
+    markov = [label for label in labels(rows) if not label.endswith(" prices)")]
+    return [target for label in markov
+            for target in _trace_targets(shown(label),
+                                         [r for r in ran(rows) if r["product"] == label])]
+
+
+def price_floor(base: DollOptions, product: str, on_demand_price: float) -> float:
+    """The spot price over the run's deadline, as a ratio to on-demand: every point costs a
+    worker-second on spot or on demand, so no policy's cost ratio can go much below it."""
+    replay = TraceReplay(load_trace(base.trace, base.zone, product), base.compression)
+    deadline_s = base.deadline_factor * base.work_points / sum(base.worker_rates())
+    steps = 1000
+    prices = [replay.price_at(deadline_s * i / steps) for i in range(steps)]
+    return statistics.mean(prices) / on_demand_price
+
+
+def baseline_table(rows: list[dict[str, Any]]) -> str:
+    """Per scenario, each policy's mean cost ratio and deadlines met beside uniform-progress's."""
+    lines = [f"Against Can't Be Late's {BASELINE} (same seeds, same scenario):", "",
+             f"| trace | policy | cost ratio mean | deadline met | {BASELINE} cost ratio "
+             f"| {BASELINE} deadline met | cost − {BASELINE}'s |",
+             "|---|---|---|---|---|---|---|"]
+    for label in labels(rows):
+        mine = [r for r in rows if r["product"] == label]
+        baseline = _summary(mine, BASELINE)
+        for policy in dict.fromkeys(r["policy"] for r in mine):
+            measured = _summary(mine, policy)
+            if measured is None or policy == BASELINE:
+                continue
+            theirs = ("-", "-", "-") if baseline is None else (
+                f"{baseline[0]:.3f}", baseline[1], f"{measured[0] - baseline[0]:+.3f}")
+            lines.append(f"| {shown(label)} | {policy} | {measured[0]:.3f} | {measured[1]} "
+                         f"| {theirs[0]} | {theirs[1]} | {theirs[2]} |")
+    return "\n".join(lines)
+
+
+def _summary(rows: list[dict[str, Any]], policy: str) -> tuple[float, str] | None:
+    """(mean cost ratio of the finished runs, `met/runs` counting a failed run as missed)."""
+    mine = [r for r in rows if r["policy"] == policy]
+    finished = ran(mine)
+    if not finished:
+        return None
+    met = sum(1 for r in finished if r["deadline_met"])
+    return statistics.mean(r["cost_ratio"] for r in finished), f"{met}/{len(mine)}"
+
+
+def baseline_targets(rows: list[dict[str, Any]]) -> list[Target]:
+    """BEST against uniform-progress: on the SUSE trace it meets ≥ 9 deadlines in 10 (the
+    same share of however many seeds ran) at ≤ SUSE_CEILING of on-demand; on each capacity
+    trace it meets every deadline; on every scenario it costs at most uniform-progress."""
+    found: list[Target] = []
+    for label in labels(rows):
+        mine = [r for r in rows if r["product"] == label]
+        best = [r for r in mine if r["policy"] == BEST]
+        if not best:
+            continue
+        met = sum(1 for r in ran(best) if r["deadline_met"]) / len(best)
+        capacity = label.endswith(" prices)")
+        label = shown(label)
+        if capacity or label.startswith("SUSE"):
+            found.append(Target(f"{label} {BEST}: deadlines met", met,
+                                1.0 if capacity else 0.9, at_most=False))
+        best_ratio, baseline = _summary(mine, BEST), _summary(mine, BASELINE)
+        if best_ratio is not None and label.startswith("SUSE"):
+            found.append(Target(f"{label} {BEST}: cost ratio to on-demand", best_ratio[0],
+                                SUSE_CEILING))
+        if best_ratio is not None and baseline is not None:
+            found.append(Target(f"{label} {BEST} − {BASELINE}: cost ratio",
+                                best_ratio[0] - baseline[0], 0.0))
+    return found
 
 
 def _trace_targets(trace: str, rows: list[dict[str, Any]]) -> list[Target]:
@@ -289,10 +422,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.doll_cost",
                                      description=__doc__.splitlines()[0])
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    parser.add_argument("--seeds", default="0-9", help="seeds: 0-9 or 0,1,2")
+    parser.add_argument("--seeds", default="0-9", help="seeds on the price traces: 0-9 or 0,1,2")
+    parser.add_argument("--price-traces", default=",".join(p for p, _ in TRACES),
+                        help="which of the paper's price traces run with the Markov model "
+                        "(comma-separated products; '' for none)")
+    parser.add_argument("--capacity-trace", type=Path, nargs="*", default=[], metavar="JSON",
+                        help="spot capacity traces (the spot-traces format), each a scenario "
+                        "on the SUSE prices")
+    parser.add_argument("--capacity-seeds", default="0-4", help="seeds on each capacity trace")
     parser.add_argument("--policy", default=",".join(POLICIES), help="comma-separated policies")
     parser.add_argument("--preemption", choices=("markov", "kill"), default="markov",
                         help="preemption mode of the spot workers")
+    parser.add_argument("--at-once", type=int, default=2,
+                        help="scenarios measured at the same time (a fleet each)")
     parser.add_argument("--rows", type=Path, nargs="+", metavar="ROWS_JSON",
                         help="no run: table and figure from these rows.json files "
                         "(e.g. a run stopped early and its continuation)")
@@ -301,7 +443,18 @@ def main() -> int:
     args = parser.parse_args()
     try:
         seeds = parse_seeds(args.seeds)
+        capacity_seeds = parse_seeds(args.capacity_seeds)
         base = DollOptions(policies=tuple(args.policy.split(",")), preemption=args.preemption)
+        prices = dict(TRACES)
+        chosen = [p for p in args.price_traces.split(",") if p]
+        unknown = [p for p in chosen if p not in prices]
+        if unknown:
+            raise ValueError(f"--price-traces: {unknown[0]!r} is not one of {sorted(prices)}")
+        scenarios = [Scenario(p, prices[p], tuple(seeds)) for p in chosen] + [
+            Scenario("SUSE Linux", prices["SUSE Linux"], tuple(capacity_seeds),
+                     load_capacity_trace(path)) for path in args.capacity_trace]
+        if args.at_once < 1:
+            raise ValueError(f"--at-once: expected an integer ≥ 1, got {args.at_once}")
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -314,24 +467,37 @@ def main() -> int:
     else:
         started = time.monotonic()
         with ray_session():
-            rows = measure(base, seeds, args.out / "rows.json")
+            rows = measure(base, scenarios, args.out / "rows.json", args.at_once)
         print(f"wall time {time.monotonic() - started:.0f} s")
-    checked = targets(rows)
+    checked = targets(rows) + baseline_targets(rows)
     made = machine()
-    text = "\n\n".join([header(made), table(rows, base, seeds), preemption_table(rows, base),
+    described = [scenario.describe() for scenario in scenarios]
+    traces_text = "Capacity traces: " + "; ".join(
+        f"{d['capacity_trace']['file']} sha256 {d['capacity_trace']['sha256']} "
+        f"({d['capacity_trace']['ticks']} ticks of {d['capacity_trace']['gap_seconds']:g} s, "
+        f"mean {d['capacity_trace']['mean']})"
+        for d in described if "capacity_trace" in d) if args.capacity_trace else \
+        "Capacity traces: none given (--capacity-trace)"
+    floors = "Spot price / on-demand over a run's deadline (no policy's cost ratio goes much " \
+        "below it): " + ", ".join(f"{p.split()[0]} {price_floor(base, p, price):.3f}"
+                                  for p, price in TRACES)
+    text = "\n\n".join([header(made), table(rows, base, seeds), floors, traces_text,
+                         baseline_table(rows), preemption_table(rows, base),
                          targets_text(checked)])
     print(text)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
     (args.out / "table.md").write_text(text + "\n\n" + plans + "\n")
+    inputs = {"trace": base.trace}
+    inputs.update({f"capacity_trace_{i}": path for i, path in enumerate(args.capacity_trace)})
     document = provenance(
-        {**base.parameters(), "seeds": seeds, "traces": [list(t) for t in TRACES],
-         "rows_from": [str(path) for path in args.rows or []]},
-        {"trace": base.trace},
+        {**base.parameters(), "seeds": seeds, "capacity_seeds": capacity_seeds,
+         "scenarios": described, "rows_from": [str(path) for path in args.rows or []]},
+        inputs,
         "local",
         {"first": seeds[0], "last": seeds[-1]},
     )
     (args.out / "provenance.json").write_text(json.dumps(document, indent=2, default=str))
-    cost_vs_finish(rows, args.out / "cost_vs_finish.png")
+    cost_vs_finish(ran(rows), args.out / "cost_vs_finish.png")
     print(f"results: {args.out}")
     return exit_code(checked)
 

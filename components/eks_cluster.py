@@ -72,6 +72,10 @@ class EksCluster(pulumi.ComponentResource):
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
     secrets_key_arn: pulumi.Output[str]
+    created_name: pulumi.Output[str]
+    """The cluster's name, known once the control plane exists (for what goes into it)."""
+    node_security_group_id: pulumi.Output[str]
+    """The security group of every node of the managed node groups, and of their pods."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotburst:eks:EksCluster", name, None, opts)
@@ -167,6 +171,14 @@ class EksCluster(pulumi.ComponentResource):
         self.oidc_provider_arn = cluster.oidc_provider_arn
         self.oidc_issuer = cluster.oidc_issuer
         self.secrets_key_arn = secrets_key.arn
+        self.created_name = pulumi.Output.all(cluster.kubeconfig_json, args.cluster_name).apply(
+            lambda values: str(values[1])
+        )
+        # Managed node groups whose launch template names no security group get the one EKS
+        # creates for the cluster (not pulumi-eks's node group); pods share their node's.
+        self.node_security_group_id = aws.eks.get_cluster_output(
+            name=self.created_name, opts=pulumi.InvokeOutputOptions(parent=self)
+        ).vpc_config.cluster_security_group_id
         self.register_outputs(
             {
                 "cluster_name": self.cluster_name,

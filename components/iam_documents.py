@@ -151,3 +151,36 @@ def spot_interruption_policy(
             ],
         }
     )
+
+
+EFS_CSI_DESCRIBES = (
+    "elasticfilesystem:DescribeAccessPoints",
+    "elasticfilesystem:DescribeFileSystems",
+    "elasticfilesystem:DescribeMountTargets",
+)
+EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
+
+
+def efs_csi_policy(file_system_arn: str, access_point_arn: str) -> str:
+    """The EFS CSI driver on one file system through one access point: describe them, mount
+    and write (no root access, no access points made or deleted: the volume is static)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": list(EFS_CSI_DESCRIBES),
+                    "Resource": [file_system_arn, access_point_arn],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": list(EFS_CLIENT_ACTIONS),
+                    "Resource": file_system_arn,
+                    "Condition": {
+                        "StringEquals": {"elasticfilesystem:AccessPointArn": access_point_arn}
+                    },
+                },
+            ],
+        }
+    )

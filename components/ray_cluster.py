@@ -1,10 +1,11 @@
 """One experiment's Ray cluster on the spot cluster: its namespace, service account (IRSA),
 a network policy around its pods, the notice agent's files for its spot pods (a ConfigMap),
-and the `ray.io/v1` RayCluster itself."""
+its claim on the stack's shared file system (a PersistentVolume bound to one
+PersistentVolumeClaim in its namespace), and the `ray.io/v1` RayCluster itself."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -18,8 +19,24 @@ from components.raycluster_spec import (
     notice_agent_config_map_name,
     notice_agent_file_key,
     raycluster_spec,
+    shared_claim_name,
     token_secret_name,
 )
+from components.shared_file_system import CSI_DRIVER
+
+SHARED_CAPACITY = "1Ti"
+"""What the shared volume and its claim state; EFS grows with its data and ignores it."""
+READ_WRITE_MANY = "ReadWriteMany"
+
+
+@dataclass
+class SharedVolumeArgs:
+    """The stack's shared file system, as the EFS CSI driver names it."""
+
+    volume_handle: pulumi.Input[str]
+    storage_class: str
+    ready: list[pulumi.Resource] = field(default_factory=list)
+    """What must exist before a pod mounts it (the driver, the mount targets)."""
 
 CLUSTER_LABEL = "ray.io/cluster"
 """KubeRay's label on every pod of a RayCluster."""
@@ -38,6 +55,8 @@ class RayClusterArgs:
     notice_agent_files: dict[str, str] | None = None
     """The notice agent's files (repository path -> text), needed when a worker group is on
     a spot pool."""
+    shared_volume: SharedVolumeArgs | None = None
+    """Mounted in every pod of the cluster (sets `spec.shared_claim`)."""
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -134,6 +153,10 @@ class RayCluster(pulumi.ComponentResource):
                     opts=child,
                 )
             )
+        if args.shared_volume is not None:
+            claim = self._claim_shared(name, args, namespace, args.shared_volume)
+            args.spec.shared_claim = shared_claim_name(args.cluster_name)
+            needs.extend([claim, *args.shared_volume.ready])
         k8s.apiextensions.CustomResource(
             f"{name}-raycluster",
             api_version="ray.io/v1",
@@ -155,4 +178,46 @@ class RayCluster(pulumi.ComponentResource):
                 "head_service": self.head_service,
                 "token_secret": self.token_secret,
             }
+        )
+
+    def _claim_shared(
+        self,
+        name: str,
+        args: RayClusterArgs,
+        namespace: k8s.core.v1.Namespace,
+        shared: SharedVolumeArgs,
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        """A volume (cluster-wide, one per claim) reserved for this namespace's one claim."""
+        claim_name = shared_claim_name(args.cluster_name)
+        volume_name = f"{args.namespace}-{claim_name}"
+        child = pulumi.ResourceOptions(parent=self)
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-shared-volume",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume_name),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": SHARED_CAPACITY},
+                access_modes=[READ_WRITE_MANY],
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name=shared.storage_class,
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(
+                    namespace=args.namespace, name=claim_name
+                ),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=CSI_DRIVER, volume_handle=shared.volume_handle
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=shared.ready),
+        )
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-shared-claim",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=claim_name, namespace=namespace.metadata.name),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=[READ_WRITE_MANY],
+                storage_class_name=shared.storage_class,
+                volume_name=volume.metadata.name,
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(
+                    requests={"storage": SHARED_CAPACITY}
+                ),
+            ),
+            opts=child,
         )

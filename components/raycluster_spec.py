@@ -9,7 +9,11 @@ the node group's eviction comes. The pod's grace period, Ray's drain timeout (th
 group's eviction becomes SIGTERM to `ray start --block`, which drains too and stops) and the
 agent's poll come from one timing budget (vocab/spot_budget.py). Ray's image does not hold
 this project: the agent's files (vocab/spot.py's NOTICE_AGENT_FILES) come from a ConfigMap,
-mounted read-only.
+mounted read-only; the agent reads the cluster's token from its Secret, mounted read-only as
+a file (RAY_AUTH_TOKEN_PATH). No container declared here takes a secret from an environment
+variable; the Ray containers get theirs from KubeRay. With a shared claim, the Ray container
+of the head and of every worker mounts the stack's shared file system read-write at
+/mnt/shared (vocab/shared_data.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from components.placement import GPU_RESOURCE, PoolPlacement
 from vocab.ports import CLIENT_SERVER_PORT, DASHBOARD_PORT, GCS_PORT
+from vocab.shared_data import SHARED_ENV, SHARED_MOUNT_PATH, SHARED_VOLUME
 from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE
 from vocab.spot_budget import AWS_BUDGET, SpotBudget
 
@@ -36,6 +41,13 @@ NOTICE_AGENT_MEMORY = "256Mi"
 """The agent's container: a poll every few seconds; Ray's GCS client is most of its memory."""
 TOKEN_KEY = "auth_token"
 """The key of KubeRay's token Secret that holds the Ray token."""
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+"""Where Ray reads its token from a file (after RAY_AUTH_TOKEN, before ~/.ray/auth_token)."""
+NOTICE_AGENT_TOKEN_VOLUME = "ray-token"
+NOTICE_AGENT_TOKEN_DIR = "/var/run/secrets/ray"
+"""Where a spot pod's agent mounts the cluster's token Secret (read-only, the token alone)."""
+TOKEN_FILE_MODE = 0o440
+"""Owner root, group the pod's fsGroup (Ray's user is in it): nobody else reads it."""
 API_TOKEN_VOLUME = "kube-api-access"
 API_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 AUTOSCALER_IDLE_TIMEOUT_S = 60
@@ -99,6 +111,15 @@ class RayClusterSpecArgs:
     ray_autoscaler: bool
     gcs_fault_tolerance: GcsFaultToleranceArgs | None = None
     notice_agent: NoticeAgentArgs = field(default_factory=NoticeAgentArgs)
+    shared_claim: str | None = None
+    """A ReadWriteMany PersistentVolumeClaim in the cluster's namespace: mounted read-write
+    at SHARED_MOUNT_PATH in the Ray container of the head and every worker, named by
+    SHARED_ENV."""
+
+
+def shared_claim_name(cluster_name: str) -> str:
+    """The PersistentVolumeClaim of the stack's shared file system in a cluster's namespace."""
+    return f"{cluster_name}-{SHARED_VOLUME}"
 
 
 def head_service_name(cluster_name: str) -> str:
@@ -166,6 +187,7 @@ def _head_template(args: RayClusterSpecArgs) -> dict[str, Any]:
     pod = _pod(args, head.placement, container)
     if args.ray_autoscaler:
         pod["volumes"] = [_api_token_volume()]
+    _mount_shared(args, pod, container)
     return {"metadata": _pod_metadata(), "spec": pod}
 
 
@@ -188,7 +210,9 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
         pod["terminationGracePeriodSeconds"] = int(budget.grace_period_s)
         container["env"] = [{"name": DRAIN_TIMEOUT_ENV, "value": f"{budget.drain_timeout_s:g}"}]
         pod["containers"].append(_notice_agent(args))
-        pod["volumes"] = [_notice_agent_volume(args.cluster_name)]
+        pod["volumes"] = [_notice_agent_volume(args.cluster_name),
+                          _notice_agent_token_volume(args.cluster_name)]
+    _mount_shared(args, pod, container)
     spec: dict[str, Any] = {
         "groupName": group.name,
         "replicas": group.replicas,
@@ -204,9 +228,26 @@ def _worker_group(args: RayClusterSpecArgs, group: WorkerGroupArgs) -> dict[str,
     return spec
 
 
+def _mount_shared(
+    args: RayClusterSpecArgs, pod: dict[str, Any], container: dict[str, Any]
+) -> None:
+    """The shared claim in the Ray container (not beside it: the agent needs no data)."""
+    if args.shared_claim is None:
+        return
+    pod.setdefault("volumes", []).append(
+        {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": args.shared_claim}}
+    )
+    container.setdefault("volumeMounts", []).append(
+        {"name": SHARED_VOLUME, "mountPath": SHARED_MOUNT_PATH}
+    )
+    container.setdefault("env", []).append({"name": SHARED_ENV, "value": SHARED_MOUNT_PATH})
+
+
 def _notice_agent(args: RayClusterSpecArgs) -> dict[str, Any]:
     """The agent's container: the same image, the agent's files on its PYTHONPATH, the
-    cluster's token, the pod's IP (KubeRay starts Ray on it: that is the node to drain)."""
+    cluster's token as a read-only file (never in its environment, which /proc/*/environ,
+    crash reports and `kubectl describe` show), the pod's IP (KubeRay starts Ray on it: that
+    is the node to drain)."""
     agent = args.notice_agent
     command = ["python", "-m", NOTICE_AGENT_MODULE,
                "--gcs-address", f"{head_service_name(args.cluster_name)}:{GCS_PORT}",
@@ -224,13 +265,14 @@ def _notice_agent(args: RayClusterSpecArgs) -> dict[str, Any]:
             {"name": "PYTHONPATH", "value": NOTICE_AGENT_ROOT},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "RAY_AUTH_MODE", "value": "token"},
-            {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {
-                "name": token_secret_name(args.cluster_name), "key": TOKEN_KEY}}},
+            {"name": TOKEN_PATH_ENV, "value": f"{NOTICE_AGENT_TOKEN_DIR}/{TOKEN_KEY}"},
         ],
         "resources": _limits(NOTICE_AGENT_CPU, NOTICE_AGENT_MEMORY, 0),
         "securityContext": _container_security(),
         "volumeMounts": [{"name": NOTICE_AGENT_VOLUME, "mountPath": NOTICE_AGENT_ROOT,
-                          "readOnly": True}],
+                          "readOnly": True},
+                         {"name": NOTICE_AGENT_TOKEN_VOLUME,
+                          "mountPath": NOTICE_AGENT_TOKEN_DIR, "readOnly": True}],
     }
 
 
@@ -241,6 +283,17 @@ def _notice_agent_volume(cluster_name: str) -> dict[str, Any]:
             "name": notice_agent_config_map_name(cluster_name),
             "items": [{"key": notice_agent_file_key(path), "path": path}
                       for path in NOTICE_AGENT_FILES],
+        },
+    }
+
+
+def _notice_agent_token_volume(cluster_name: str) -> dict[str, Any]:
+    return {
+        "name": NOTICE_AGENT_TOKEN_VOLUME,
+        "secret": {
+            "secretName": token_secret_name(cluster_name),
+            "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
+            "defaultMode": TOKEN_FILE_MODE,
         },
     }
 

@@ -24,13 +24,14 @@ from netem.lab import LabDescription, require_lab_support, two_site_lab
 from netem.profile import Profile, load_profile
 from stacks.outputs import BURST_TOKEN_PARAMETER, StackOutputsError, read_burst_outputs
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, site_of
-from vocab.errors import RunFailed
+from vocab.errors import FAILED_PREFIX, RunFailed
 from vocab.ports import DASHBOARD_PORT
 from workloads.burst.figures import draw, draw_sweep
 from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.common.options import OptionError
 from workloads.common.results import read_json
 from workloads.common.storage import LocalStorage
+from workloads.common.user_code import UserCodeError, function_of, parsed, top_level_names
 
 PROJECT_DIR = pulumi_cli.PROJECT_DIR
 LAB_BUCKET = "spotburst-burst"
@@ -71,6 +72,23 @@ def check_fits_lab(options: BurstOptions, lab: BurstLabOptions) -> None:
                           f"{lab.cloud_cpus}: --cloud-cpus)")
 
 
+def check_own(options: BurstOptions, here: bool = True) -> BurstOptions:
+    """Your task file has the --function (one line naming the flag if not, before a lab
+    starts): imported `here` (the local lab runs this environment), else read (a cluster
+    installs its --requirements); its paths made absolute for a driver that runs elsewhere
+    on this machine."""
+    if options.script is None or options.inputs is None:
+        return options
+    if here:
+        function_of(options.script, options.function, "--script", "--function")
+        return replace(options, script=options.script.resolve(),
+                       inputs=options.inputs.resolve())
+    if options.function not in top_level_names(parsed(options.script, "--script")):
+        raise UserCodeError(f"--function: {options.script} defines no {options.function!r}: "
+                            "name the function with --function")
+    return options
+
+
 def run_burst(
     options: BurstOptions,
     bw: float,
@@ -80,18 +98,22 @@ def run_burst(
     watch: Watch | None = None,
     lab: BurstLabOptions | None = None,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    requirements: tuple[str, ...] = (),
 ) -> Path:
     """Run the burst workload (lab, or `stack`), draw its figures; returns the folder.
     The options checked themselves when they were made, and against the lab's node sizes
-    here, before anything starts. A run that prints no progress for `stall_timeout_s` is
-    stopped (RunStalled), and the lab with it."""
+    and the task file here, before anything starts. `requirements` (--requirements, already
+    checked installed here for the lab) are installed with a stack's job. A run that prints
+    no progress for `stall_timeout_s` is stopped (RunStalled), and the lab with it."""
     lab = lab or BurstLabOptions()
     profile = load_profile(bw=bw)
+    options = check_own(options, here=not stack)
     if not stack:
         check_fits_lab(options, lab)
     local_out = fresh_results_folder(out, "burst")
     if stack:
-        run_on_stack(options, profile, local_out, stack, show, stall_timeout_s=stall_timeout_s)
+        run_on_stack(options, profile, local_out, stack, show, stall_timeout_s=stall_timeout_s,
+                     requirements=requirements)
     else:
         require_lab_support()  # one line saying what the lab needs, before anything starts
         run_in_lab(options, lab, profile, local_out, show, watch, stall_timeout_s)
@@ -159,10 +181,13 @@ def run_driver(
     every line too (the fault test kills a node on one). A driver that prints no progress
     for `stall_timeout_s` is killed and the run is RunStalled."""
     watchdog = Watchdog(stall_timeout_s)
+    failed: list[str] = []
 
     def seen(line: str) -> None:
         watchdog.saw(line)
         show(line)
+        if line.startswith(FAILED_PREFIX):
+            failed.append(line.removeprefix(FAILED_PREFIX))
         if watch is not None:
             watch(line, lab)
 
@@ -170,6 +195,8 @@ def run_driver(
                            stalled=lambda: watchdog.remaining_s() <= 0,
                            name="the burst driver", cwd=PROJECT_DIR)
     watchdog.check()
+    if code != 0 and failed:
+        raise RunFailed(f"{failed[-1]} (its traceback is above)")
     if code != 0:
         raise RunFailed(f"the burst driver exited with status {code} (its output is above)")
 
@@ -204,7 +231,8 @@ def shaped_rate(statuses: list[NodeStatus]) -> float:
 
 
 def stack_run(
-    options: BurstOptions, profile: Profile, bucket: str, shaped_mbit: float
+    options: BurstOptions, profile: Profile, bucket: str, shaped_mbit: float,
+    requirements: tuple[str, ...] = (),
 ) -> WorkloadRun:
     full = full_options(
         options,
@@ -216,7 +244,7 @@ def stack_run(
         profile_file=profile_file(profile),
         bucket=bucket if options.data == "s3" else None,
     )
-    return workload_run("burst", "workloads.burst", BURST_SPEC, full)
+    return workload_run("burst", "workloads.burst", BURST_SPEC, full, requirements)
 
 
 def run_on_stack(
@@ -229,6 +257,7 @@ def run_on_stack(
     outputs: dict[str, Any] | None = None,
     ssm: Any = None,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    requirements: tuple[str, ...] = (),
 ) -> None:
     """Shape the burst nodes via SSM, submit through an SSM tunnel to the login node's
     dashboard with the cluster's token (its SSM SecureString), bring the results back
@@ -239,15 +268,16 @@ def run_on_stack(
         raise StackOutputsError(f"stack {stack!r} has no output {BURST_TOKEN_PARAMETER}; "
                                 "redeploy it: the burst cluster runs with token auth")
     if ssm is None:
-        import boto3
+        from workloads.common.aws_client import aws_client
 
-        ssm = boto3.client("ssm", region_name=burst.region)
+        ssm = aws_client("ssm", region=burst.region)
     statuses = netem_on_stack(stack, profile, outputs=outputs, ssm=ssm)
     show(format_statuses(statuses))
     try:
         if not all(status.ok for status in statuses):
             raise RunFailed("shaping the burst nodes failed (see above); nothing was run")
-        run = stack_run(options, profile, burst.bucket_name, shaped_rate(statuses))
+        run = stack_run(options, profile, burst.bucket_name, shaped_rate(statuses),
+                        requirements)
         token = read_secure_parameter(ssm, burst.token_parameter)
         with ssm_port_forward(burst.login_instance, DASHBOARD_PORT, burst.region) as port:
             remote = Remote(
@@ -271,10 +301,12 @@ def sweep_burst(
     show: Show = print,
     lab: BurstLabOptions | None = None,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    requirements: tuple[str, ...] = (),
 ) -> Path:
     """run-burst at each bandwidth into <out>/bw-<N>/, then makespan vs bandwidth."""
     for bw in bandwidths:
         load_profile(bw=bw)  # every value is checked before the first lab comes up
+    options = check_own(options, here=not stack)
     if not stack:
         check_fits_lab(options, lab or BurstLabOptions())
     folder = fresh_results_folder(out, "burst-sweep")
@@ -282,7 +314,7 @@ def sweep_burst(
     for bw in bandwidths:
         show(f"=== sweep: {bw:g} Mbit/s ===")
         run_folder = run_burst(options, bw, folder / f"bw-{bw:g}", stack, show, lab=lab,
-                               stall_timeout_s=stall_timeout_s)
+                               stall_timeout_s=stall_timeout_s, requirements=requirements)
         runs.append(read_json(LocalStorage(run_folder), "summary.json"))
     (folder / "sweep.json").write_text(json.dumps(runs, indent=2) + "\n")
     draw_sweep(folder, runs)

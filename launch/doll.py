@@ -4,26 +4,42 @@ to the one target path, and its figures drawn here from the records that came ba
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from launch.options import TargetOptions
+from launch.options import RequirementsOptions, TargetOptions
+from launch.requirements import user_requirements
 from launch.targets import run_workload
-from launch.workload import workload_run
-from workloads.common.spot_market.trace import load_trace
+from launch.workload import WorkloadRun, workload_run
+from workloads.doll.experiment import check_inputs
 from workloads.doll.figures import draw
 from workloads.doll.options import DOLL_SPEC, DollOptions
+
+
+def doll_run(options: DollOptions, requirements: tuple[str, ...] = ()) -> WorkloadRun:
+    """Check the input files here (the options checked themselves): the price and capacity
+    traces and the policy file, which travels with the code as --policy-file, with the
+    `requirements` its imports need; the run."""
+    check_inputs(options)
+    policy_file = options.user_policy_file()
+    if policy_file is not None:
+        options = replace(options, policy_file=policy_file)
+    return workload_run("doll", "workloads.doll", DOLL_SPEC, options, requirements)
 
 
 def run_doll(
     options: DollOptions,
     target: TargetOptions | None = None,
     show: Callable[[str], None] = print,
+    requirements: RequirementsOptions | None = None,
 ) -> Path:
-    """Check the trace here (the options checked themselves), run DOLL on the target, then
-    draw its figures; returns the local results folder."""
+    """Run DOLL on the target once its inputs are checked, then draw its figures; returns
+    the local results folder. `requirements`: what the user's policy needs, installed with
+    the job on a cluster (checked installed here otherwise)."""
     target = target or TargetOptions()
-    load_trace(options.trace, options.zone, options.product)
-    run = workload_run("doll", "workloads.doll", DOLL_SPEC, options)
+    needs = user_requirements(requirements.requirements if requirements else None,
+                              local=not (target.address or target.stack))
+    run = doll_run(options, needs)
     folder = run_workload(run, target.address, target.stack, target.out, show,
                           stall_timeout_s=target.stall_timeout)
     draw(folder)

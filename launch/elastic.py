@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from launch.elastic_cost import price_run
-from launch.options import ELASTIC_LAB_SPEC, TargetOptions
+from launch.options import ELASTIC_LAB_SPEC, RequirementsOptions, TargetOptions
+from launch.requirements import user_requirements
 from launch.targets import LAB_RECORD, run_workload
 from launch.workload import WorkloadRun
 from spotlab.config import SpotLabConfig
@@ -75,7 +76,7 @@ def check_fits_lab(options: ElasticOptions, lab: SpotLabConfig) -> None:
                           f"--on-demand, --cpus-per-node)")
 
 
-def elastic_run(options: ElasticOptions) -> WorkloadRun:
+def elastic_run(options: ElasticOptions, requirements: tuple[str, ...] = ()) -> WorkloadRun:
     """The run: with --working-dir the whole folder travels and --script names the script
     inside it; without, the script file alone travels."""
     args = ELASTIC_SPEC.argv(options, paths=False)
@@ -86,7 +87,7 @@ def elastic_run(options: ElasticOptions) -> WorkloadRun:
     else:
         inputs = {"--script": options.script}
     return WorkloadRun(name="elastic", module="workloads.elastic", args=tuple(args),
-                       inputs=inputs)
+                       inputs=inputs, requirements=requirements)
 
 
 def run_elastic(
@@ -94,15 +95,18 @@ def run_elastic(
     target: TargetOptions | None = None,
     lab: SpotLabOptions | None = None,
     show: Callable[[str], None] = print,
+    requirements: RequirementsOptions | None = None,
 ) -> Path:
     """Check the script here, run the training on the target (a new spot lab with `lab`'s
     options when no --address/--stack, its schedule carried out), then price it and draw
-    its figure; returns the results folder."""
+    its figure; returns the results folder. `requirements`: the script's own imports,
+    installed with the job on a cluster (checked installed here for the lab)."""
     target = target or TargetOptions()
     lab = lab or ELASTIC_LAB_SPEC.default()  # the task's lab defaults, also when called
     options.check_files()
-    check_script(options.script_path(), options.function)
     on_lab = not (target.address or target.stack)
+    needs = user_requirements(requirements.requirements if requirements else None, on_lab)
+    check_script(options.script_path(), options.function)
     if options.preempt_at and not on_lab:
         show(f"elastic: --preempt-at {options.preempt_at} is carried out on the spot lab "
              f"only; on {target.address or target.stack} the cloud preempts (on a stack, "
@@ -112,7 +116,7 @@ def run_elastic(
     if on_lab:
         check_fits_lab(options, lab_config)
     interrupter = LabInterrupter(show)
-    folder = run_workload(elastic_run(options), target.address, target.stack, target.out,
+    folder = run_workload(elastic_run(options, needs), target.address, target.stack, target.out,
                           interrupter.show, lab=lab_config,
                           stall_timeout_s=target.stall_timeout, on_lab=interrupter.attach)
     summary_update: dict[str, Any] = {}

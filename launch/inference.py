@@ -25,14 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
 from launch.options import TargetOptions
+from launch.ray_private import reload_auth
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
+from vocab.names import NAME
+from workloads.common.input_files import read_input_json
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.storage import Storage, open_storage, write_atomically
 from workloads.inference.endpoint import (
-    COMMAND_TIMEOUT_S,
     EndpointUnreachable,
     ServiceError,
+    command_timeout_s,
     read_endpoint,
     send_command,
 )
@@ -62,7 +65,8 @@ class InferTargetOptions:
     address: str | None = option(None, "Ray address of a running cluster (HOST:PORT of its "
                                  "GCS, or ray://HOST:10001); its token from RAY_AUTH_TOKEN")
     stack: str | None = option(None, "a deployed stack's inference RayCluster (commands "
-                               "then reach it through kubectl port-forward)")
+                               "then reach it through kubectl port-forward)",
+                               pattern=NAME)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -103,10 +107,10 @@ class ServiceRecord:
         if not path.exists():
             raise ServiceError(f"the inference service is not up (no {path}; invoke infer-up)")
         try:
-            return cls(**json.loads(path.read_text()))
-        except (ValueError, TypeError) as error:
-            raise ServiceError(f"{path}: not a service record ({error}); remove it and "
-                               "infer-up again") from None
+            return cls(**read_input_json("", path, max_bytes=1 << 20))
+        except (ValueError, TypeError) as error:  # InputFileError is a ValueError
+            raise ServiceError(f"{path}: not a service record ({one_line(error)}); infer-down "
+                               "removes it") from None
 
     def save(self) -> None:
         write_atomically(state_dir() / RECORD_NAME, json.dumps(self.__dict__, indent=2).encode(),
@@ -142,7 +146,7 @@ def connected(address: str, driver_env: dict[str, str]) -> Iterator[None]:
     _reachable(address)
     saved = {key: os.environ.get(key) for key in driver_env}
     os.environ.update(driver_env)
-    _reload_auth()
+    reload_auth()
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
                  log_to_driver=False, configure_logging=True)
@@ -156,16 +160,7 @@ def connected(address: str, driver_env: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        _reload_auth()
-
-
-def _reload_auth() -> None:
-    """Ray caches its auth mode and token per process: make it read the environment again
-    (a driver of one lab after another, or after `import ray` saw no token)."""
-    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
-
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
+        reload_auth()
 
 
 def infer_up(options: ServiceOptions, lab: SpotLabConfig,
@@ -252,10 +247,18 @@ def _service_job(stack: str, action: str,
 
 def infer_down() -> list[str]:
     """Stop the workers and the coordinator, and the lab if infer-up started one."""
-    from spotlab import stop_lab
+    from spotlab import SpotLabNotFound, stop_lab
     from workloads.inference.service import stop_coordinator
 
-    record = ServiceRecord.load()
+    path = state_dir() / RECORD_NAME
+    try:
+        record = ServiceRecord.load()
+    except ServiceError as error:
+        if not path.exists():
+            raise
+        path.unlink()  # a record no command can use: infer-up must be able to start again
+        return [f"{error}", f"removed {path}; a spot lab it started is listed by "
+                "spot-lab-status and removed by spot-lab-down"]
     done: list[str] = []
     try:
         if record.stack:
@@ -267,8 +270,11 @@ def infer_down() -> list[str]:
     except (ServiceError, ConnectionError) as error:
         done.append(f"coordinator not stopped: {error}")
     if record.lab_id is not None:
-        stop_lab(record.lab_id)
-        done.append(f"spot lab {record.lab_id} removed")
+        try:
+            stop_lab(record.lab_id)
+            done.append(f"spot lab {record.lab_id} removed")
+        except SpotLabNotFound:  # removed by spot-lab-down, or the machine restarted
+            done.append(f"spot lab {record.lab_id} was already gone")
     (state_dir() / RECORD_NAME).unlink(missing_ok=True)
     done.append(f"files kept in {record.store}")
     return done
@@ -317,9 +323,9 @@ def command(method: str, *args: Any) -> dict[str, Any]:
 def _send(record: ServiceRecord, url: str, method: str, args: list[Any]) -> dict[str, Any]:
     assert record.command_token
     if record.stack is None:
-        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S)
+        return send_command(url, record.command_token, method, args, command_timeout_s(method))
     with _through_stack(record.stack, url) as local_url:
-        return send_command(url, record.command_token, method, args, COMMAND_TIMEOUT_S,
+        return send_command(url, record.command_token, method, args, command_timeout_s(method),
                             connect_url=local_url)
 
 
@@ -352,6 +358,8 @@ def _pod_with_ip(config_file: Path, namespace: str, ip: str) -> str:
         found = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
         raise ServiceError("kubectl is not installed (needed for a service on a stack)") from None
+    except subprocess.TimeoutExpired:
+        raise ServiceError(f"kubectl get pods -n {namespace}: no answer within 30 s") from None
     names = found.stdout.split()
     if found.returncode != 0:
         raise ServiceError(f"kubectl get pods -n {namespace}: "
@@ -375,7 +383,7 @@ def files_put(local: Path, name: str) -> str:
     _check_store_name(name)
     record = ServiceRecord.load()
     with store_errors(record.store):
-        size = put(record.files(), local, name)
+        size = put(record.files(), local, name, record.storage())
     return f"put {local} as {name} ({size} bytes)"
 
 

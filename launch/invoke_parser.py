@@ -10,6 +10,8 @@ project's own checks do (`vocab.errors`: one line naming what was wrong, exit 2)
 - A parse error in the tasks and their flags (a misspelled flag, a flag without its value, a
   missing argument, an unknown task) ends with one line, `error: ...` and where the flags
   are listed, and exit code 2; Invoke's own is exit code 1, the code of a run that failed.
+- A task's last positional arguments may be optional (`invoke data-put LOCAL [NAME]`,
+  registered in OPTIONAL_POSITIONALS): Invoke requires every positional argument.
   Invoke's core flags (those before the first task) are parsed before `tasks.py` is loaded
   and keep Invoke's own handling; tab completion keeps its own too.
 - A flag's help shows the type of its value (`--workers=INT`, `--mode={spot|on-demand}`),
@@ -54,6 +56,8 @@ class TypedTask(Task):  # type: ignore[misc]
             name = argument.attr_name or argument.name or ""
             argument.value_type = self.value_types.get(name)  # type: ignore[attr-defined]
         return arguments
+OPTIONAL_POSITIONALS: dict[str, set[str]] = {}
+"""Task name -> its positional arguments that may be left out (then their flag's default)."""
 
 
 def adapt_invoke_parser() -> None:
@@ -75,9 +79,12 @@ def adapt_invoke_parser() -> None:
         handle(self, token)
 
     def complete_unless_help(self: Any) -> None:
-        if self.context is not None and self.context is getattr(self, "help_asked_in", None):
-            if self.context not in self.result:
-                self.result.append(self.context)
+        context = self.context
+        optional = OPTIONAL_POSITIONALS.get(getattr(context, "name", None) or "", set())
+        if context is not None and (context is getattr(self, "help_asked_in", None) or (
+                optional and {a.name for a in context.missing_positional_args} <= optional)):
+            if context not in self.result:
+                self.result.append(context)
             return
         complete_context(self)
 

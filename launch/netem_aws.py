@@ -56,9 +56,9 @@ def netem_on_stack(stack: str, profile: Profile | None, *,
         outputs = stack_outputs(stack)
     burst = read_burst_outputs(outputs, stack)
     if ssm is None:
-        import boto3
+        from workloads.common.aws_client import aws_client
 
-        ssm = boto3.client("ssm", region_name=burst.region)
+        ssm = aws_client("ssm", region=burst.region)
 
     def run(instance_ids: list[str], lines: list[str], comment: str
             ) -> dict[str, InvocationResult]:

@@ -142,6 +142,9 @@ class _CloudMocks(pulumi.runtime.Mocks):
             return {"instanceType": args.args["instanceType"], "defaultVcpus": 16}, []
         if args.token == "aws:ec2/getAmi:getAmi":
             return {"id": "ami-0123456789abcdef0", "architecture": "x86_64"}, []
+        if args.token == "aws:eks/getCluster:getCluster":
+            name = args.args["name"]
+            return {"name": name, "vpcConfig": {"clusterSecurityGroupId": f"{name}-eks-sg"}}, []
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:root"}, []
         return {}, []

@@ -11,7 +11,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
+from netem.profile import MAX_BW_MBIT, MIN_BW_MBIT
 from spotlab.options import SpotLabOptions
+from vocab.names import NAME, shown
 from workloads.common.options import (
     METADATA_KEY,
     OptionError,
@@ -25,8 +27,6 @@ BW_HELP = (
     "name (31/55/83/106/160/210, the rates the Euro-Par 2024 burst paper set), any other "
     "positive number shapes to exactly that"
 )
-MAX_BW_MBIT = 10_000.0
-"""The fastest cross-site link a lab or a stack's tc shaping is asked for (10 Gbit/s)."""
 PROFILE_HELP = ("profile name (30m 50m 80m 100m 150m 200m) or a profile JSON file (format: "
                 "docs/labs.md)")
 STACK_HELP = "Pulumi stack name (its config is Pulumi.<stack>.yaml)"
@@ -46,12 +46,44 @@ def check_dashboard_address(address: str) -> None:
                                        f"{address!r}")
 
 
+def check_endpoint_url(flag: str, url: str) -> None:
+    """An endpoint URL as boto3 takes it: http(s)://HOST[:PORT][/path]."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or 0 < parts.port
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise OptionError(flag, f"expected http(s)://HOST:PORT, got {shown(url)}")
+
+
+def check_new_file(flag: str, path: Path) -> None:
+    """`path` can be written as a file: not a folder, and no file where its folder would be."""
+    if path.is_dir():
+        raise OptionError(flag, f"{path} is a folder; give the file to write")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OptionError(flag, f"{parent} is a file, not a folder")
+
+
+def check_out_folder(flag: str, path: Path) -> None:
+    """`path` can be a results folder: not a file, nor under one, nor the root."""
+    if path.exists() and not path.is_dir():
+        raise OptionError(flag, f"{path} is a file, not a folder")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OptionError(flag, f"{parent} is a file, not a folder")
+    if path.resolve() == Path(path.resolve().anchor):
+        raise OptionError(flag, f"{path} is the root folder; give a folder for the results")
+
+
 @dataclass(frozen=True, kw_only=True)
 class StackTarget:
     stack: str | None = option(
         None,
         "run on this Pulumi stack's deployed cluster instead (results come back through its "
         "bucket)",
+        pattern=NAME,
     )
     out: Path | None = option(
         None, "local results folder (not set: a new folder under results/<workload>/)"
@@ -59,8 +91,8 @@ class StackTarget:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.out is not None and self.out.exists() and not self.out.is_dir():
-            raise OptionError("--out", f"{self.out} is a file, not a folder")
+        if self.out is not None:
+            check_out_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +142,7 @@ class BurstLabOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class BurstRunTarget(WatchedTarget):
-    bw: float = option(30.0, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
+    bw: float = option(30.0, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,12 +150,29 @@ class BurstSweepTarget(WatchedTarget):
     bw: tuple[float, ...] = option(
         (30.0, 50.0, 100.0, 150.0, 200.0),
         "comma-separated cross-site bandwidths in Mbit/s, one run each",
-        above=0.0,
+        minimum=MIN_BW_MBIT,
         maximum=MAX_BW_MBIT,
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class RequirementsOptions:
+    """What a user's own code needs installed: the one flag of every task that takes a
+    user's file (run-elastic -f, run-burst -f, run-rl --env FILE:Class, run-doll's policy)."""
+
+    requirements: Path | None = option(
+        None,
+        "pip requirements file (one requirement a line) of your code's own imports: "
+        "installed with the job on every node of an --address or --stack cluster; on the "
+        "local lab each must be installed here already",
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 TARGET_SPEC = OptionSpec(TargetOptions)
+REQUIREMENTS_SPEC = OptionSpec(RequirementsOptions)
 BURST_LAB_SPEC = OptionSpec(BurstLabOptions)
 BURST_RUN_SPEC = OptionSpec(BurstRunTarget)
 BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
@@ -206,7 +255,7 @@ RL_LAB_SPEC = OptionSpec(RlLabOptions)
 
 @dataclass(frozen=True, kw_only=True)
 class StackOptions:
-    stack: str = option("dev", STACK_HELP)
+    stack: str = option("dev", STACK_HELP, pattern=NAME)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -217,6 +266,11 @@ class StackOptions:
 @dataclass(frozen=True, kw_only=True)
 class AwsStackOptions(StackOptions):
     endpoint_url: str | None = option(None, ENDPOINT_HELP)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.endpoint_url is not None:
+            check_endpoint_url("--endpoint-url", self.endpoint_url)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +303,10 @@ class FetchPricesOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.out is not None:
+            check_new_file("--out", self.out)
+        if self.endpoint_url is not None:
+            check_endpoint_url("--endpoint-url", self.endpoint_url)
 
     def target(self) -> Path:
         return self.out or Path(
@@ -259,7 +317,7 @@ class FetchPricesOptions:
 class BandwidthOptions:
     """A cross-site link: a profile by name or file, or a bandwidth (exactly one)."""
 
-    bw: float | None = option(None, BW_HELP, above=0.0, maximum=MAX_BW_MBIT)
+    bw: float | None = option(None, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
     profile: str | None = option(None, PROFILE_HELP)
 
     def __post_init__(self) -> None:
@@ -273,7 +331,11 @@ class TwoSiteLabOptions(BandwidthOptions, BurstLabOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class LabIdOptions:
-    lab: str | None = option(None, "lab id (needed only when several labs are recorded)")
+    lab: str | None = option(None, "lab id (needed only when several labs are recorded)",
+                             pattern=NAME)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -282,6 +344,11 @@ class MeasureLinkOptions(BandwidthOptions):
                               "results/measure-link/<timestamp>)")
     seconds: float = option(4.0, "seconds of streaming per direction", above=0.0,
                             maximum=600.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.out is not None:
+            check_out_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,7 +369,14 @@ class SpotLabStatusOptions(LabIdOptions):
 @dataclass(frozen=True, kw_only=True)
 class SpotLabDownOptions(LabIdOptions):
     save_events: Path | None = option(None, "copy the lab's events.jsonl here before "
-                                      "removing the lab")
+                                      "removing the lab (a file)")
+    keep_data: bool = option(False, "keep the lab's shared folder (its staged data) even if "
+                                    "the lab was started without --keep-data")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.save_events is not None:
+            check_new_file("--save-events", self.save_events)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -315,6 +389,61 @@ class FileTransferOptions:
         for flag, value in (("--local", self.local), ("--name", self.name)):
             if value is None or not str(value).strip():
                 raise OptionError(flag, "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataTargetOptions:
+    """Whose shared folder: a spot lab's, or a stack's shared file system."""
+
+    lab: str | None = option(None, "spot lab id (not set: the only recorded lab)",
+                             pattern=NAME)
+    stack: str | None = option(None, "a Pulumi stack instead: its spot cluster's shared "
+                                     "file system, through a RayCluster's head pod",
+                               pattern=NAME)
+    experiment: str | None = option(None, "with --stack: the RayCluster whose head pod is "
+                                          "used (not set: the first deployed)", pattern=NAME)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.lab is not None and self.stack is not None:
+            raise OptionError("--lab", "give --lab or --stack, not both")
+        if self.experiment is not None and self.stack is None:
+            raise OptionError("--experiment", "goes with --stack only")
+
+
+def _required(flag: str, value: object) -> None:
+    if value is None or not str(value).strip():
+        raise OptionError(flag, "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataPutOptions(DataTargetOptions):
+    local: Path | None = option(None, "local file to put in the shared folder")
+    name: str | None = option(None, "its name there (not set: the file's own name)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _required("--local", self.local)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataGetOptions(DataTargetOptions):
+    name: str | None = option(None, "name in the shared folder")
+    local: Path | None = option(None, "local file (or folder) to write it to")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _required("--name", self.name)
+        _required("--local", self.local)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataRmOptions(DataTargetOptions):
+    name: str | None = option(None, "name in the shared folder (a file or a folder)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _required("--name", self.name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,4 +476,8 @@ SPOT_LAB_STATUS_SPEC = OptionSpec(SpotLabStatusOptions)
 SPOT_LAB_DOWN_SPEC = OptionSpec(SpotLabDownOptions)
 FILE_TRANSFER_SPEC = OptionSpec(FileTransferOptions)
 JOB_NAME_SPEC = OptionSpec(JobNameOptions)
+DATA_TARGET_SPEC = OptionSpec(DataTargetOptions)
+DATA_PUT_SPEC = OptionSpec(DataPutOptions)
+DATA_GET_SPEC = OptionSpec(DataGetOptions)
+DATA_RM_SPEC = OptionSpec(DataRmOptions)
 JOB_STATUS_SPEC = OptionSpec(JobStatusOptions)

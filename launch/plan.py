@@ -11,6 +11,7 @@ from stacks.config import with_admin_cidr_placeholder
 from stacks.config_types import NODE_POOLS
 from stacks.costs import CostEstimate, hourly_cost
 from vocab.prices import load_price_table
+from vocab.shared_data import SHARED_ENV, SHARED_MOUNT_PATH
 
 _MULTI_LANGUAGE = ("eks:index:",)
 
@@ -80,6 +81,14 @@ def _render_spot_cluster(run: OfflineRun) -> list[str]:
             f"    {pool.kind.name:<12} {pool.kind.capacity:<9} {'|'.join(pool.instance_types):<34}"
             f" {pool.min_size}-{pool.max_size} nodes{gpu}"
         )
+    shared = spot.shared_storage
+    if shared is not None:
+        aging = (f", Infrequent Access after {shared.infrequent_access_after_days} days"
+                 if shared.infrequent_access_after_days else "")
+        lines.append(f"  shared data: one encrypted EFS ({shared.throughput_mode} throughput"
+                     f"{aging}) at {SHARED_MOUNT_PATH} in every Ray pod ({SHARED_ENV})")
+    else:
+        lines.append("  shared data: none (sharedStorage: none)")
     for experiment, ray in config.ray_clusters.items():
         autoscaler = "Ray autoscaler on" if ray.ray_autoscaler else "fixed replicas"
         lines.append(
@@ -124,5 +133,7 @@ def _render_cost(cost: CostEstimate, region: str) -> list[str]:
         lines.append(f"  not priced (add to vocab/prices.json): {', '.join(cost.unpriced)}")
     if region != cost.table_region:
         lines.append(f"  note: prices are for {cost.table_region}; this stack is in {region}")
-    lines.append("  not included: data transfer, NAT data processing, S3/EBS/EFS storage")
+    for text in cost.per_gb:
+        lines.append(f"  plus {text}")
+    lines.append("  not included: data transfer, NAT data processing, S3/EBS storage, burst EFS")
     return lines

@@ -29,6 +29,12 @@ def private_file(content: str, suffix: str) -> Iterator[Path]:
         Path(handle.name).unlink(missing_ok=True)
 
 
+KUBECTL_REQUEST_TIMEOUT_S = 20.0
+"""kubectl's own deadline on each request to the API server (--request-timeout)."""
+KUBECTL_TIMEOUT_S = 40.0
+"""The longest a kubectl call may run in all; past it, it is killed."""
+
+
 class SecretUnreadable(UserError, RuntimeError):
     """kubectl could not read the Secret's key (missing, no access, not base64)."""
 
@@ -46,11 +52,16 @@ def read_secret(config_file: Path, namespace: str, secret: str, key: str) -> str
         namespace,
         "-o",
         f"jsonpath={{.data.{key}}}",
+        f"--request-timeout={KUBECTL_REQUEST_TIMEOUT_S:g}s",
     ]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        completed = subprocess.run(command, capture_output=True, text=True,
+                                   timeout=KUBECTL_TIMEOUT_S)
     except FileNotFoundError:
         raise SecretUnreadable("kubectl is not installed (needed for --stack)") from None
+    except subprocess.TimeoutExpired:
+        raise SecretUnreadable(f"secret {namespace}/{secret}: the cluster's API server did "
+                               f"not answer within {KUBECTL_TIMEOUT_S:g} s") from None
     if completed.returncode != 0 or not completed.stdout.strip():
         why = completed.stderr.strip() or f"no key {key!r}"
         raise SecretUnreadable(f"secret {namespace}/{secret}: {why}")

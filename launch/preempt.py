@@ -124,10 +124,10 @@ class FisInterrupter:
             outputs = stack_outputs(stack)
         templates = read_interruption_templates(outputs, stack)
         if client is None:
-            import boto3
+            from workloads.common.aws_client import aws_client
 
-            client = boto3.client("fis", region_name=str(outputs.get(REGION) or ""),
-                                  endpoint_url=endpoint_url)
+            client = aws_client("fis", region=str(outputs.get(REGION) or ""),
+                                endpoint_url=endpoint_url)
         return cls(stack, templates, client)
 
     def template(self, pool: str) -> str:
@@ -219,6 +219,9 @@ def schedule_points(config: SpotLabConfig, pools: Sequence[str]) -> Iterator[tup
             quiet_since = start
         elif capacity.model == "trace" and start - quiet_since > capacity.replay.loop_s:
             return  # a whole loop of the trace without a price above the bid: never
+        elif capacity.capacity is not None and start - quiet_since > \
+                capacity.capacity.trace.span_s / capacity.capacity.compression:
+            return  # a whole loop of the capacity trace without a fall: never
 
 
 class StackSchedule:

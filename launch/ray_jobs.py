@@ -7,23 +7,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import logging
 import re
 import shlex
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from ray._private.authentication.authentication_token_setup import (
-    maybe_enable_token_auth_if_token_available,
-)
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from launch.ray_private import use_token_auth_if_available
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog
 from procs import interrupts_ignored
 from procs.journal import note_removed
-from vocab.errors import RunFailed, UserError
+from vocab.errors import RunFailed, UserError, one_line
+from workloads.common.deadline import DeadlineExceeded, call_within
 from workloads.common.transport import MARKER
 
 
@@ -37,6 +36,47 @@ class JobFailed(RunFailed, RuntimeError):
 
 class ClusterUnreachable(UserError, ConnectionError):
     """No Ray dashboard answers at the address; nothing was submitted."""
+
+
+HTTP_CONNECT_TIMEOUT_S = 5.0
+HTTP_READ_TIMEOUT_S = 30.0
+HTTP_DEADLINE_S = 120.0
+"""The longest one Jobs API call (submit, status, logs, stop) may take: to connect
+HTTP_CONNECT_TIMEOUT_S, each read HTTP_READ_TIMEOUT_S, and the whole call HTTP_DEADLINE_S even
+from a server that drips its answer a byte at a time. The log stream is watched by the
+run's progress watchdog instead (--stall-timeout)."""
+
+
+class _DeadlineClient(JobSubmissionClient):
+    """Ray's Jobs client with a deadline on every HTTP call. Its calls go through
+    `_do_request`, which passes no timeout to `requests` (a private seam of Ray's SDK, the
+    one place every call passes)."""
+
+    def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", (HTTP_CONNECT_TIMEOUT_S, HTTP_READ_TIMEOUT_S))
+        call = super()._do_request
+        try:
+            return call_within(lambda: call(method, endpoint, **kwargs), HTTP_DEADLINE_S)
+        except DeadlineExceeded:
+            raise ClusterUnreachable(f"the Ray dashboard at {self._address} did not answer "
+                                     f"{method} {endpoint} within {HTTP_DEADLINE_S:g} s") \
+                from None
+
+
+def jobs_client(address: str, token: str | None) -> JobSubmissionClient:
+    """A Jobs client of the dashboard at `address` (it asks the cluster's version at once);
+    ClusterUnreachable, in one line naming the address, when nothing answers there as a Ray
+    dashboard does (refused, silent past the deadline, an HTML page, an error status)."""
+    import requests
+
+    try:
+        return _DeadlineClient(address, headers=token_headers(token))
+    except ClusterUnreachable:
+        raise
+    except (ConnectionError, requests.RequestException, RuntimeError, ValueError,
+            KeyError) as error:
+        raise ClusterUnreachable(f"no Ray dashboard answers at {address} "
+                                 f"({one_line(error)})") from None
 
 
 END_TIMEOUT_S = 300.0
@@ -55,21 +95,6 @@ def wait_for_end(status: Callable[[], JobStatus], timeout_s: float = END_TIMEOUT
         if current.is_terminal() or time.monotonic() >= deadline:
             return current
         time.sleep(poll_s)
-
-
-def use_token_auth_if_available() -> None:
-    """Ray 2.60 clusters started locally require a token, and a Jobs client sends one only in
-    token mode. When RAY_AUTH_MODE is unset and a token can be found (~/.ray/auth_token,
-    RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN), switch this process to token mode the way
-    `ray.init()` does when it joins a cluster (the mode is cached when Ray is imported, so
-    setting the variable alone is too late)."""
-    setup_logger = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
-    level = setup_logger.level
-    setup_logger.setLevel(logging.ERROR)  # its warning would precede a task's one-line error
-    try:
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-    finally:
-        setup_logger.setLevel(level)
 
 
 def token_headers(token: str | None) -> dict[str, str] | None:
@@ -198,6 +223,17 @@ async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str]
         show(pending)
 
 
+def _lost_stream(error: BaseException) -> bool:
+    """The log stream broke off (the WebSocket closed abnormally, the connection was reset:
+    the head died), as opposed to an interrupt or the watchdog's stop."""
+    import aiohttp
+
+    if isinstance(error, UserError | RunFailed):
+        return False
+    return isinstance(error, ConnectionError | RuntimeError | aiohttp.ClientError
+                      | asyncio.TimeoutError)
+
+
 def without_ray_traces(lines: list[str]) -> list[str]:
     """The lines that are not Ray's own crash output or warnings (ray_own_line); Ray's and
     Ray Train's log lines stay: a failed run's tail may need them."""
@@ -228,10 +264,7 @@ def run_job(
     which is told once where. Raises JobFailed (with the log's tail) unless the job
     succeeded."""
     use_token_auth_if_available()
-    try:
-        client = JobSubmissionClient(address, headers=token_headers(token))
-    except ConnectionError as error:
-        raise ClusterUnreachable(f"no Ray dashboard answers at {address} ({error})") from None
+    client = jobs_client(address, token)
     entrypoint = shlex.join([python, *command])
     runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
     if requirements:
@@ -247,10 +280,13 @@ def run_job(
 
     try:
         asyncio.run(_follow(client, job_id, RayTraceDiverter(shown, traces), watchdog))
-    except BaseException:  # Ctrl-C, SIGTERM or a lost stream: the job must not run on
-        with interrupts_ignored(), contextlib.suppress(Exception):  # a cluster gone too
+    except BaseException as error:  # Ctrl-C, SIGTERM or a lost stream: the job must not
+        with interrupts_ignored(), contextlib.suppress(Exception):  # run on a cluster gone too
             if client.stop_job(job_id):
                 note_removed(f"Ray job {job_id} (stopped)")
+        if _lost_stream(error):
+            raise JobFailed(f"Ray job {job_id}: its log stream from {address} broke off "
+                            f"({one_line(error)}); the cluster's head may be gone") from None
         raise
     status = wait_for_end(lambda: client.get_job_status(job_id))
     log = client.get_job_logs(job_id)

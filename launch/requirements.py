@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import ast
 import sys
-from importlib.metadata import packages_distributions, version
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
+
+from workloads.common.input_files import read_input_text
+from workloads.common.options import OptionError
 
 # Already on every Ray node at the cluster's pinned version: never reinstalled by a job.
 ON_THE_CLUSTER = frozenset({"ray"})
+FLAG = "--requirements"
 
 
 def _source(root: Path, module: str) -> tuple[Path, bool] | None:
@@ -71,3 +75,64 @@ def pinned_requirements(root: Path, module: str, project_packages: tuple[str, ..
             if distribution.lower() not in ON_THE_CLUSTER and distribution not in own:
                 pins.add(f"{distribution}=={version(distribution)}")
     return sorted(pins, key=str.lower)
+
+
+# --- the user's own requirements (--requirements FILE) ---------------------------------------
+
+
+MAX_REQUIREMENTS_BYTES = 1 << 20
+
+
+def read_requirements(path: Path) -> tuple[str, ...]:
+    """The requirement lines of a pip requirements file (comments and blank lines left out),
+    each checked to be one requirement (`name[extras] (specifier) ; marker`); pip's options
+    (`-r`, `-e`, `--index-url`) and local paths are refused, as a cluster cannot follow
+    them. One line naming --requirements and the bad line if not."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = read_input_text(FLAG, path, max_bytes=MAX_REQUIREMENTS_BYTES)
+    lines = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            raise OptionError(FLAG, f"{path}:{number}: {line!r}: pip options are not "
+                              "followed; list each requirement on a line of its own")
+        try:
+            Requirement(line)
+        except InvalidRequirement as error:
+            raise OptionError(FLAG, f"{path}:{number}: {line!r} is not a requirement "
+                              f"({' '.join(str(error).split())})") from None
+        lines.append(line)
+    return tuple(lines)
+
+
+def check_installed(requirements: tuple[str, ...]) -> None:
+    """Every requirement is met by this Python environment (the local lab's nodes run it):
+    one line naming the first that is not, before anything starts."""
+    from packaging.requirements import Requirement
+
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        try:
+            installed = version(requirement.name)
+        except PackageNotFoundError:
+            raise OptionError(FLAG, f"{requirement.name} is not installed here (the local "
+                              f"lab runs this environment): pip install '{line}'") from None
+        if not requirement.specifier.contains(installed, prereleases=True):
+            raise OptionError(FLAG, f"{requirement.name} {installed} is installed here, "
+                              f"not {requirement.specifier} (the local lab runs this "
+                              f"environment): pip install '{line}'")
+
+
+def user_requirements(path: Path | None, local: bool) -> tuple[str, ...]:
+    """The lines of --requirements; on a local target, checked installed here."""
+    if path is None:
+        return ()
+    lines = read_requirements(path)
+    if local:
+        check_installed(lines)
+    return lines

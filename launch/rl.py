@@ -18,14 +18,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from launch.options import RL_LAB_SPEC, RlLabOptions, TargetOptions
+from launch.options import RL_LAB_SPEC, RequirementsOptions, RlLabOptions, TargetOptions
+from launch.requirements import user_requirements
 from launch.targets import LAB_RECORD, run_workload
 from launch.workload import workload_run
 from spotlab.config import SpotLabConfig
 from spotlab.lab import SpotLab, running_lab
 from spotlab.options import SpotLabOptions
+from workloads.common.options import OptionError
 from workloads.common.storage import LocalStorage
-from workloads.rl.envs import check_env
+from workloads.rl.envs import check_env, check_env_file, env_file
 from workloads.rl.figures import draw
 from workloads.rl.options import RL_SPEC, RlOptions
 
@@ -35,6 +37,11 @@ LEARNER_LINE = "learner (Trainer) on node "
 ITERATION_LINE = re.compile(r"^iteration (\d+): (\d+)/(\d+) env steps")
 RUNNER_HEALTH = re.compile(r"env runners (\d+)/(\d+)")
 LAB_UP_LINE = re.compile(r"spot lab (\w+) is up: Ray at ")
+
+
+def local_gpus() -> int:
+    """NVIDIA GPUs this machine offers (their device files, as Ray's detection finds them)."""
+    return len([p for p in Path("/dev").glob("nvidia[0-9]*") if p.name[6:].isdigit()])
 
 
 def rl_lab(options: RlOptions, lab: SpotLabOptions) -> SpotLabConfig:
@@ -133,14 +140,32 @@ def run_rl(
     target: TargetOptions | None = None,
     lab: SpotLabOptions | None = None,
     show: Callable[[str], None] = print,
+    requirements: RequirementsOptions | None = None,
 ) -> Path:
     """Check the environment here (before any lab starts), run the workload on the target,
-    then draw its figures; returns the local results folder."""
+    then draw its figures; returns the local results folder. `requirements`: what the
+    user's environment needs, installed with the job on a cluster (checked here on the
+    lab)."""
     target = target or TargetOptions()
     lab = lab or RL_LAB_SPEC.default()  # the task's lab defaults, also when called
-    check_env(options.env)
-    run = workload_run("rl", "workloads.rl", RL_SPEC, options)
     local = not (target.address or target.stack)
+    if local and isinstance(lab, RlLabOptions) and lab.learner == 0 \
+            and options.learner_on == "learner":
+        raise OptionError("--learner", "0 leaves the learner no node to run on (--learner-on "
+                          "learner); give 1 or more, or another --learner-on")
+    if local and options.learner_gpus > local_gpus():
+        raise OptionError("--learner-gpus", f"this machine has {local_gpus()} GPUs, asked "
+                          f"{options.learner_gpus:g} (a GPU is asked only where one exists: "
+                          f"--address or --stack)")
+    needs = user_requirements(requirements.requirements if requirements else None, local)
+    if local:  # the lab runs this environment: the env is made here once
+        check_env(options.env)
+    else:  # a cluster installs --requirements: the file is read, not run, here
+        check_env_file(options.env)
+    path, _ = env_file(options.env)
+    if path is not None:  # the file travels with the job, to every env runner and learner
+        options = replace(options, env_file=path)
+    run = workload_run("rl", "workloads.rl", RL_SPEC, options, needs)
     # on a stack only its --preemptions schedule counts (carried out through AWS FIS)
     config = rl_lab(options, lab) if local else lab.config()
     faults = None

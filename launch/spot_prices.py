@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 from vocab.errors import UserError
+from workloads.common.aws_client import aws_client
 
 TRACE_FIELDS = ("AvailabilityZone", "InstanceType", "ProductDescription", "SpotPrice", "Timestamp")
 
@@ -25,7 +24,7 @@ def fetch_spot_prices(
 ) -> int:
     """Write every spot price record of the last `days` days to `out`; returns the count."""
     end = now or datetime.now(UTC)
-    client: Any = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
+    client: Any = aws_client("ec2", region=region, endpoint_url=endpoint_url)
     records: list[dict[str, str]] = []
     paginator = client.get_paginator("describe_spot_price_history")
     pages = paginator.paginate(

@@ -1,5 +1,6 @@
 """A stack's raw config, read from `Pulumi.<stack>.yaml` as the Pulumi engine would hand it to
-the program. Plain YAML only (safe loading: no tag builds a Python object); no Pulumi import,
+the program. Plain YAML only (safe loading: no tag builds a Python object; no anchors or
+aliases, so no alias bomb; no key twice; at most MAX_DEPTH levels deep); no Pulumi import,
 nothing patched (`invoke up` reads it). A file that is not such YAML, or whose `config` is
 not a mapping of keys, is one ConfigError naming the file (and the key, where there is one).
 """
@@ -15,6 +16,45 @@ import yaml
 from stacks.fields import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+MAX_DEPTH = 32
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """Plain YAML the stack config does not take (an alias, a key twice, too deep)."""
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """SafeLoader without anchors and aliases (`&a` / `*a`: an alias bomb expands a few
+    lines into billions of values), duplicate keys (YAML keeps the last silently) or nesting
+    deeper than MAX_DEPTH (the composer recurses)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Refused(problem="anchors and aliases (& and *) are not allowed; write each "
+                           "value out", problem_mark=event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(problem=f"nested deeper than {MAX_DEPTH} levels",
+                               problem_mark=event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, str) and key in seen:
+                raise _Refused(problem=f"{key} is given twice", problem_mark=key_node.start_mark)
+            seen.add(key if isinstance(key, str) else id(key_node))
+        return super().construct_mapping(node, deep=deep)
 
 
 class StackConfigMissing(ConfigError, FileNotFoundError):
@@ -38,12 +78,21 @@ def read_config_file(path: Path) -> dict[str, str]:
     written or the JSON of anything else (lists, objects, numbers, booleans)."""
     name = path.name
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{name}: larger than {MAX_CONFIG_BYTES >> 10} KiB; a stack "
+                              f"config is a few dozen lines")
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         reason = f"{error.reason} at byte {error.start}"
         raise ConfigError(f"{name}: not UTF-8 text ({reason})") from None
+    except OSError as error:
+        raise ConfigError(f"{name}: cannot be read ({error.strerror})") from None
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_PlainLoader)  # noqa: S506 - a SafeLoader
+    except _Refused as error:
+        mark = error.problem_mark
+        where = f"{name} line {_at(mark)}" if mark is not None else name
+        raise ConfigError(f"{where}: {error.problem}") from None
     except yaml.MarkedYAMLError as error:
         raise ConfigError(_yaml_error(name, text, error)) from None
     except yaml.YAMLError as error:

@@ -200,7 +200,8 @@ def run_remote(
         if remote.same_python:
             requirements, python = None, sys.executable
         else:
-            requirements = pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES)
+            requirements = [*pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES),
+                            *run.requirements]
             python = "python"
         log = run_job(
             remote.address, folder, command, env, show,

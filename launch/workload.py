@@ -17,6 +17,8 @@ class WorkloadRun:
     args: tuple[str, ...] = ()
     # flag -> local file; the flag is added pointing at the file, wherever the code runs
     inputs: dict[str, Path] = field(default_factory=dict)
+    # the user's own requirement lines (--requirements), installed with ours on a cluster
+    requirements: tuple[str, ...] = ()
 
     def command(self, out: str, target: str, input_paths: dict[str, str]) -> list[str]:
         """The workload's command line (without the interpreter)."""
@@ -26,12 +28,14 @@ class WorkloadRun:
         return [*command, "--out", out, "--target", target]
 
 
-def workload_run(name: str, module: str, spec: OptionSpec[Any], options: Any) -> WorkloadRun:
+def workload_run(name: str, module: str, spec: OptionSpec[Any], options: Any,
+                 requirements: tuple[str, ...] = ()) -> WorkloadRun:
     """The run of `options`, its command line made by the workload's spec; files named by
-    path options travel with the code as inputs."""
+    path options travel with the code as inputs, `requirements` are installed with it."""
     return WorkloadRun(
         name=name,
         module=module,
         args=tuple(spec.argv(options, paths=False)),
         inputs=spec.paths_of(options),
+        requirements=requirements,
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from vocab.burst import SITE_CLOUD, SITE_ONPREM, peer_site
 from vocab.errors import UserError
-from workloads.common.input_files import MB, InputFileError, read_input_text
+from workloads.common.input_files import MB, InputFileError, read_input_json
 
 NODE_SITE = {"Cloud": SITE_CLOUD, "HPCLogin": SITE_ONPREM, "HPCWorker": SITE_ONPREM}
 CONDITION_KEYS = ("rtt", "bandwidth", "jitter", "loss")
@@ -28,6 +28,11 @@ SEED_RTT_MS = 0.3
 SEED_JITTER_MS = 0.01
 INTRA_ONPREM_MBIT = 900.0
 INTRA_CLOUD_MBIT = 5000.0
+MIN_BW_MBIT = 0.1
+MAX_BW_MBIT = 10_000.0
+"""The slowest and fastest link a lab's or a stack's tc shaping is asked for."""
+MAX_DELAY_MS = 10_000.0
+"""The longest round trip or jitter a profile may ask for."""
 
 
 MAX_PROFILE_BYTES = 4 * MB
@@ -104,9 +109,9 @@ def profile_for_bandwidth(bw: float | str) -> Profile:
         raise ProfileError(
             f"bandwidth {bw!r} is not a number; accepted: {accepted_forms()}"
         ) from None
-    if not math.isfinite(rate) or rate <= 0:
-        raise ProfileError(f"bandwidth {bw!r} must be a positive number of Mbit/s; "
-                           f"accepted: {accepted_forms()}")
+    if not math.isfinite(rate) or not MIN_BW_MBIT <= rate <= MAX_BW_MBIT:
+        raise ProfileError(f"bandwidth {bw!r} must be {MIN_BW_MBIT:g}-{MAX_BW_MBIT:g} "
+                           f"Mbit/s; accepted: {accepted_forms()}")
     name = f"{rate:g}m"
     if name in SEED_RATES:
         return load_profile(name)
@@ -134,11 +139,9 @@ def synthesized_profile(rate_mbit: float) -> Profile:
 
 def load_profile_file(path: Path) -> Profile:
     try:
-        document = json.loads(read_input_text("--profile", path, max_bytes=MAX_PROFILE_BYTES))
+        document = read_input_json("--profile", path, max_bytes=MAX_PROFILE_BYTES)
     except InputFileError as error:
         raise ProfileError(f"{error}; accepted: {accepted_forms()}") from None
-    except json.JSONDecodeError as error:
-        raise ProfileError(f"--profile: {path}: not JSON ({error})") from None
     return parse_profile(document, name=path.stem, source=str(path))
 
 
@@ -204,8 +207,18 @@ def _condition(raw: Any, field: str, source: str) -> Condition:
                                f"non-negative numbers, got {pair!r}")
         values += [float(pair[0]), float(pair[1])]
     condition = Condition(*values)
-    if condition.bandwidth_mbit <= 0:
-        raise ProfileError(f"{source}: {field}.bandwidth: the mean must be > 0 Mbit/s")
+    if not MIN_BW_MBIT <= condition.bandwidth_mbit <= MAX_BW_MBIT:
+        raise ProfileError(f"{source}: {field}.bandwidth: the mean must be "
+                           f"{MIN_BW_MBIT:g}-{MAX_BW_MBIT:g} Mbit/s, got "
+                           f"{condition.bandwidth_mbit:g}")
+    if condition.bandwidth_std_mbit > MAX_BW_MBIT:
+        raise ProfileError(f"{source}: {field}.bandwidth: the std must be at most "
+                           f"{MAX_BW_MBIT:g} Mbit/s")
+    delays = (condition.rtt_ms, condition.rtt_std_ms, condition.jitter_ms,
+              condition.jitter_std_ms)
+    if max(delays) > MAX_DELAY_MS:
+        raise ProfileError(f"{source}: {field}: rtt and jitter must be at most "
+                           f"{MAX_DELAY_MS:g} ms")
     if condition.loss_percent > 100:
         raise ProfileError(f"{source}: {field}.loss: the mean is a percentage, at most 100")
     return condition

@@ -7,6 +7,8 @@ The schedule (`--preemptions`, vocab/preemptions.py):
   goes down and may be refilled once it is up again; α = 1 means never preempted.
 - `model` with a trace: a spot price trace replayed with a bid; every slot is preempted while
   the price is above the bid (one zone, one price) and refilled once it is not.
+- `model` with a capacity trace: slot i has capacity while the trace's count is above i;
+  when the count falls, the slots above it are preempted, and refilled when it rises.
 - `at:T,...`: one running spot node is interrupted at each time; capacity is always there.
 - `none`: nothing is interrupted (only `spotlab.lab.interrupt` preempts).
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from spotlab.config import SpotLabConfig
 from vocab.preemptions import MODEL
+from workloads.common.spot_market.capacity import CapacityReplay
 from workloads.common.spot_market.preemption import MarkovAvailability
 from workloads.common.spot_market.trace import TraceReplay
 
@@ -55,6 +58,8 @@ class SpotCapacity:
         """The chains' states after steps `_first_step`, `_first_step + 1`, ...: computed as
         far ahead as anyone asked, forgotten once the clock has passed them."""
         self._first_step = 0
+        self.capacity = None if config.capacity_trace is None else CapacityReplay.seeded(
+            config.capacity(), config.trace_compression, config.seed)
 
     @property
     def model(self) -> str | None:
@@ -62,6 +67,10 @@ class SpotCapacity:
         return self.config.preemption_model if self.schedule.kind == MODEL else None
 
     def available(self, lab_s: float) -> list[bool]:
+        if self.model == "capacity":
+            assert self.capacity is not None
+            count = self.capacity.capacity_at(lab_s)
+            return [slot < count for slot in range(self.config.spot)]
         if self.model == "trace":
             assert self.config.bid is not None
             return [self.price(lab_s) <= self.config.bid] * self.config.spot
@@ -91,10 +100,27 @@ class SpotCapacity:
                 if price <= self.config.bid < new_price:
                     found += [Interruption(wall, slot, slot) for slot in range(self.config.spot)]
                 price = new_price
+        elif self.model == "capacity":
+            found += self._capacity_falls(start_s, end_s)
         elif self.schedule.kind == "at":
             times = self.schedule.times_s
             found += [Interruption(t, None, times[:position].count(t))
                       for position, t in enumerate(times) if start_s < t <= end_s]
+        return found
+
+    def _capacity_falls(self, start_s: float, end_s: float) -> list[Interruption]:
+        """At each tick boundary in (start_s, end_s] where the count falls, the slots from the
+        new count up to the old one (those the lab has)."""
+        assert self.capacity is not None
+        replay, gap = self.capacity, self.capacity.trace.gap_s
+        found: list[Interruption] = []
+        count = replay.capacity_at(start_s)
+        tick = int((replay.offset_s + max(start_s, 0.0) * replay.compression) // gap) + 1
+        while (wall := (tick * gap - replay.offset_s) / replay.compression) <= end_s:
+            new = replay.capacity_at(wall)
+            found += [Interruption(wall, slot, slot)
+                      for slot in range(new, min(count, self.config.spot))]
+            count, tick = new, tick + 1
         return found
 
     def price(self, lab_s: float) -> float:

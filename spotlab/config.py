@@ -17,6 +17,11 @@ from vocab.errors import UserError
 from vocab.preemptions import MODEL, PreemptionSchedule, ScheduleError, parse_schedule
 from vocab.spot import POOL_HEAD, POOL_LEARNER, POOL_ON_DEMAND, POOL_SPOT, SPOT_WARNING_S
 from vocab.spot_budget import SpotBudget, lab_budget
+from workloads.common.spot_market.capacity import (
+    CapacityTrace,
+    CapacityTraceError,
+    load_capacity_trace,
+)
 from workloads.common.spot_market.trace import DEFAULT_TRACE, PriceTrace, TraceError, load_trace
 
 DEFAULT_COMPRESSION = 20.0
@@ -60,6 +65,9 @@ class SpotLabConfig:
     zone: str = "ca-central-1b"
     product: str = "SUSE Linux"
     trace_compression: float = 2000.0
+    capacity_trace: str | None = None
+    """Spot capacity per tick (workloads/common/spot_market/capacity.py): slot i has capacity
+    while the trace holds more than i instances; replaces the Markov chain."""
     warning_s: float = SPOT_WARNING_S / DEFAULT_COMPRESSION
     replace_delay_s: float = 60.0 / DEFAULT_COMPRESSION
     on_demand_price: float = 0.286
@@ -75,6 +83,8 @@ class SpotLabConfig:
     rebalance_lead_s: float = REBALANCE_LEAD_S
     drain_on_rebalance: bool = False
     """The notice agents drain their node at a rebalance recommendation too."""
+    keep_data: bool = False
+    """The lab's shared folder ($SPOTBURST_SHARED) outlives the lab (else removed with it)."""
 
     def __post_init__(self) -> None:
         for name in ("spot", "on_demand", "learner"):
@@ -110,6 +120,12 @@ class SpotLabConfig:
             raise SpotLabConfigError(f"{flag(missing)} is required with {flag(given)}")
         if self.bid is not None and not self.bid > 0:
             raise SpotLabConfigError(f"--bid must be > 0 ($/h), got {self.bid}")
+        if self.capacity_trace is not None and (schedule.kind != MODEL or self.trace is not None):
+            other = "--trace/--bid" if self.trace is not None else f"--preemptions {schedule.text}"
+            raise SpotLabConfigError(f"--capacity-trace is the lab's model: it does not go "
+                                     f"with {other}")
+        if self.capacity_trace is not None:
+            self.capacity()  # a trace that cannot be read fails here, naming its file
         if self.object_store_mb < MIN_OBJECT_STORE_MB:
             raise SpotLabConfigError(f"--object-store-mb must be >= {MIN_OBJECT_STORE_MB}, "
                                      f"got {self.object_store_mb}")
@@ -117,7 +133,17 @@ class SpotLabConfig:
 
     @property
     def preemption_model(self) -> str:
+        if self.capacity_trace is not None:
+            return "capacity"
         return "trace" if self.trace is not None else "markov"
+
+    def capacity(self) -> CapacityTrace:
+        """The --capacity-trace file, read and checked."""
+        assert self.capacity_trace is not None
+        try:
+            return load_capacity_trace(Path(self.capacity_trace))
+        except CapacityTraceError as error:
+            raise SpotLabConfigError(str(error)) from None
 
     def schedule(self) -> PreemptionSchedule:
         """The `--preemptions` schedule (not set: the lab's model)."""

@@ -32,7 +32,6 @@ beyond it (each node's ports are recorded by role in the state file):
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 import subprocess
@@ -50,7 +49,9 @@ from procs import MARKER_ENV
 from procs.journal import note_removed
 from spotlab.config import SpotLabConfig
 from spotlab.state import (
+    CorruptRecord,
     condition,
+    lab_temp_dir,
     load_state,
     node_marker,
     other_labs,
@@ -59,7 +60,9 @@ from spotlab.state import (
     state_path,
 )
 from spotlab.supervisor import FAILED_LINE, READY_LINE, lab_env
-from vocab.errors import RunFailed
+from vocab.errors import RunFailed, UserError
+from vocab.names import NotOurs, owned
+from workloads.common.input_files import InputFileError, parse_json
 
 START_TIMEOUT_S = 600.0
 Progress = Callable[[str], None]
@@ -110,9 +113,11 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
     why in one line (which node, the gist of its log, where the lab's logs were kept) once
     everything it started is removed; on Ctrl-C it is removed too."""
     lab_id = secrets.token_hex(3)
-    temp_dir = Path(tempfile.gettempdir()) / f"sbs-{lab_id}"
+    temp_dir = lab_temp_dir(lab_id)
+    shared_dir = shared_folder_of(lab_id)
     state: dict[str, Any] = {"lab_id": lab_id, "config": config.to_dict(),
-                             "temp_dir": str(temp_dir), "supervisor_pid": None, "up": False,
+                             "temp_dir": str(temp_dir), "shared_dir": str(shared_dir),
+                             "supervisor_pid": None, "up": False,
                              "starter": starter_identity(), "nodes": []}
     supervisor: subprocess.Popen[str] | None = None
     progress(f"starting spot lab {lab_id}: head + {config.on_demand} on-demand + "
@@ -128,6 +133,12 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
                 raise
             (temp_dir / "logs").mkdir()
             (temp_dir / "interrupts").mkdir()
+            try:
+                shared_dir.mkdir(mode=0o700)
+            except FileExistsError:
+                state["shared_dir"] = None  # not ours: never used nor removed
+                save_state(state)
+                raise
             token = temp_dir / "ray_auth_token"
             token.touch(mode=0o600)
             token.write_text(secrets.token_hex(32))
@@ -145,7 +156,8 @@ def start_lab(config: SpotLabConfig, progress: Progress = print_progress) -> Spo
     except BaseException as error:
         kept = keep_logs(temp_dir, lab_id) if isinstance(error, _NotUp) else None
         progress(f"spot lab {lab_id} did not come up: removing what it created")
-        stop_lab(lab_id, progress=progress, supervisor=supervisor)
+        # its shared folder too: nothing can have been staged in a lab that never came up
+        stop_lab(lab_id, progress=progress, supervisor=supervisor, keep_data=False)
         if isinstance(error, _NotUp):
             where = f"its logs are kept in {kept}" if kept else "it left no logs"
             raise SpotLabStartFailed(f"spot lab {lab_id} did not come up: {error}; "
@@ -173,6 +185,12 @@ def _wait_until_up(supervisor: subprocess.Popen[str], log: Path) -> None:
         if time.monotonic() > deadline:
             raise _NotUp(f"not up within {START_TIMEOUT_S:g} s: {procs.log_gist(log)}")
         time.sleep(procs.POLL_S)
+
+
+def shared_folder_of(lab_id: str) -> Path:
+    """The lab's shared folder: SPOTBURST_SHARED on every node, beside (not in) its temp dir
+    so that `--keep-data` can keep it."""
+    return Path(f"{lab_temp_dir(lab_id)}-shared")
 
 
 def keep_logs(temp_dir: Path, lab_id: str) -> Path | None:
@@ -219,21 +237,28 @@ def running_lab(lab_id: str | None = None) -> SpotLab:
 
 def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
              supervisor: subprocess.Popen[str] | None = None,
-             save_events: Path | None = None) -> list[str]:
+             save_events: Path | None = None, keep_data: bool | None = None) -> list[str]:
     """Remove a lab: its supervisor (which stops its nodes), anything left of them, its temp
-    dir and its state file. Returns what was removed. A process is stopped only through the
-    `supervisor` handle or when it carries the lab's marker: a recorded PID without it (a
-    stale record: the supervisor died, the PID names another process by now) is reported and
-    left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave half a lab."""
+    dir, its shared folder (unless `keep_data`, or, when that is None, the lab's own
+    `--keep-data`) and its state file. Returns what was removed. A process is stopped only
+    through the `supervisor` handle or when it carries the lab's marker: a recorded PID
+    without it (a stale record: the supervisor died, the PID names another process by now)
+    is reported and left alone. Ctrl-C is ignored meanwhile, so a second Ctrl-C cannot leave
+    half a lab."""
     with procs.interrupts_ignored():
-        state = load_state(lab_id)
+        try:
+            state = load_state(lab_id)
+        except CorruptRecord as error:
+            if lab_id is None:
+                raise
+            return _remove_by_markers(lab_id, str(error), progress)
         lab_id = state["lab_id"]
         nodes = len(state.get("nodes", []))
         config = SpotLabConfig.from_dict(state["config"])
-        temp_dir = Path(state["temp_dir"]) if state.get("temp_dir") else None
+        temp_dir = _own_temp_dir(state, progress)
+        shared_dir = _own_dir(state, "shared_dir", shared_folder_of(lab_id), progress)
         if save_events is not None and temp_dir and (temp_dir / "events.jsonl").exists():
-            save_events.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(temp_dir / "events.jsonl", save_events)
+            _save_events(temp_dir / "events.jsonl", save_events)
         removed = _stop_supervisor(state, supervisor, config, progress)
         state = load_state(lab_id)  # the supervisor may have added nodes meanwhile
         recorded = {int(node["pid"]): node["name"] for node in state.get("nodes", [])
@@ -249,15 +274,81 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
         if temp_dir is not None and temp_dir.exists():
             shutil.rmtree(temp_dir, ignore_errors=True)
             removed.append(f"directory {temp_dir}")
+        keep = config.keep_data if keep_data is None else keep_data
+        if shared_dir is not None and shared_dir.exists():
+            if keep:
+                progress(f"kept the lab's shared folder {shared_dir}")
+                shared_dir = None
+            else:
+                shutil.rmtree(shared_dir, ignore_errors=True)
+                removed.append(f"shared folder {shared_dir}")
         leftovers = [f"pid {pid}" for pid in sorted(procs.marked_pids(lab_id))]
-        if temp_dir is not None and temp_dir.exists():
-            leftovers.append(f"directory {temp_dir}")
+        for directory in (temp_dir, shared_dir):
+            if directory is not None and directory.exists():
+                leftovers.append(f"directory {directory}")
         if leftovers:
             raise SpotLabTeardownError(f"spot lab {lab_id}: still present after teardown: "
                                        f"{'; '.join(leftovers)} (state kept in "
                                        f"{state_path(lab_id)})")
         state_path(lab_id).unlink(missing_ok=True)
         note_removed(f"spot lab {lab_id} ({nodes} nodes)")
+    progress(f"spot lab {lab_id} removed")
+    return removed
+
+
+def _own_temp_dir(state: dict[str, Any], progress: Progress) -> Path | None:
+    """The recorded temp dir when it is the one this lab made (`lab_temp_dir`)."""
+    return _own_dir(state, "temp_dir", lab_temp_dir(state["lab_id"]), progress)
+
+
+def _own_dir(state: dict[str, Any], key: str, expected: Path,
+             progress: Progress) -> Path | None:
+    """The folder the record names under `key` when it is `expected`, the one this lab made;
+    a record naming any other path is reported and that path left alone."""
+    if not state.get(key):
+        return None
+    try:
+        return owned(state[key], expected)
+    except NotOurs as error:
+        progress(f"spot lab {state['lab_id']}: recorded {key} {error}")
+        return None
+
+
+def _save_events(events: Path, target: Path) -> None:
+    """Copy the events before anything is removed; a target that cannot be written stops
+    the teardown with one line, the lab untouched."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(events, target)
+    except OSError as error:
+        raise UserError(f"--save-events: {target}: {error.strerror or error}; the lab was "
+                        f"left as it is") from None
+
+
+def _remove_by_markers(lab_id: str, problem: str, progress: Progress) -> list[str]:
+    """What is left of a lab whose record is corrupt: its processes by their marker (the
+    supervisor first, so it replaces no node meanwhile), its temp dir by its id, then the
+    record."""
+    progress(f"{problem}; removing what carries lab {lab_id}'s marker")
+    removed: list[str] = []
+    supervisor = procs.marked_pids(node_marker(lab_id, "supervisor"))
+    for pids, grace_s in ((supervisor, 30.0), (procs.marked_pids(lab_id), 10.0)):
+        result = procs.stop_marked(pids, lab_id, grace_s=grace_s)
+        removed += [f"pid {pid}" for pid in sorted(result.stopped)]
+    temp_dir = lab_temp_dir(lab_id)
+    if temp_dir.is_dir() and not temp_dir.is_symlink():
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        removed.append(f"directory {temp_dir}")
+    leftovers = [f"pid {pid}" for pid in sorted(procs.marked_pids(lab_id))]
+    if temp_dir.exists():
+        leftovers.append(f"directory {temp_dir}")
+    if leftovers:
+        raise SpotLabTeardownError(f"spot lab {lab_id}: still present after teardown: "
+                                   f"{'; '.join(leftovers)} (record kept in "
+                                   f"{state_path(lab_id)})")
+    state_path(lab_id).unlink(missing_ok=True)
+    removed.append(f"record {state_path(lab_id)}")
+    note_removed(f"spot lab {lab_id} (corrupt record)")
     progress(f"spot lab {lab_id} removed")
     return removed
 
@@ -297,7 +388,7 @@ def lab_status(lab_id: str | None = None) -> dict[str, Any]:
                                                                              node["name"])))}
              for node in state.get("nodes", [])]
     supervisor_pid = state.get("supervisor_pid")
-    temp_dir = state.get("temp_dir")
+    temp_dir = _own_temp_dir(state, lambda _: None)
     return {
         "lab_id": lab_id,
         "up": bool(state.get("up")),
@@ -308,7 +399,7 @@ def lab_status(lab_id: str | None = None) -> dict[str, Any]:
         "description": state.get("description"),
         "billing": state.get("billing"),
         "nodes": nodes,
-        "events": read_events(Path(temp_dir) / "events.jsonl") if temp_dir else [],
+        "events": read_events(temp_dir / "events.jsonl") if temp_dir else [],
         "state_file": str(state_path(lab_id)),
         "other_labs": other_labs(lab_id),
     }
@@ -322,10 +413,23 @@ def interrupt(lab_id: str | None, node: str) -> None:
     if node not in names:
         raise ValueError(f"--node: {node!r} is not a worker node of lab {state['lab_id']} "
                          f"(worker nodes: {', '.join(names) or 'none'})")
-    (Path(state["temp_dir"]) / "interrupts" / node).touch()
+    temp_dir = _own_temp_dir(state, lambda _: None)
+    if temp_dir is None:
+        raise RunFailed(f"spot lab {state['lab_id']} has no temp dir of its own")
+    (temp_dir / "interrupts" / node).touch()
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """The lab's events; a line that is no event (the last one half-written when the
+    supervisor was killed) is skipped: the status of a lab must not fail on its history."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    events = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            event = parse_json(str(path), line) if line.strip() else None
+        except InputFileError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events

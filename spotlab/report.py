@@ -8,6 +8,7 @@ from typing import Any
 
 from spotlab.state import CONDITION_TEXT, STALE
 from vocab.preemptions import CAUSE_NOTICE, CAUSE_REBALANCE, preemption_record
+from vocab.shared_data import SHARED_ENV
 
 
 def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -116,6 +117,9 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  ray address {description['ray_address']}, dashboard "
                      f"{description['dashboard_url']} (token: RAY_AUTH_TOKEN_PATH="
                      f"{description['driver_env']['RAY_AUTH_TOKEN_PATH']})")
+        shared = description["driver_env"].get(SHARED_ENV)
+        if shared:
+            lines.append(f"  shared folder {SHARED_ENV}={shared} (invoke data-ls --lab {lab_id})")
     lines.append("nodes:")
     for node in status["nodes"]:
         lines.append(f"  {node['name']:<10} {node['pool']:<10} pid {node['pid']}  processes "

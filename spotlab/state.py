@@ -19,21 +19,43 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import procs
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import UserError
+from vocab.names import NAME, shown
+from workloads.common.input_files import InputFileError, read_input_json
 from workloads.common.storage import write_atomically
 
 STATE_DIR_ENV = "SPOTBURST_SPOTLAB_STATE_DIR"
-UP, STARTING, STALE = "up", "starting", "stale"
-CONDITION_TEXT = {UP: "up", STARTING: "starting", STALE: "stale: supervisor gone"}
+UP, STARTING, STALE, CORRUPT = "up", "starting", "stale", "corrupt"
+CONDITION_TEXT = {UP: "up", STARTING: "starting", STALE: "stale: supervisor gone",
+                  CORRUPT: "corrupt record: spot-lab-down --lab ID removes it"}
+MAX_STATE_BYTES = 8 << 20
 
 
 class SpotLabNotFound(UserError, LookupError):
     """No recorded spot lab matches what was asked for."""
+
+
+class CorruptRecord(UserError, ValueError):
+    """A lab's state file that cannot be read as one (empty, truncated, wrong shape): the
+    lab's processes are still found by their marker, its temp dir by its id."""
+
+
+def check_lab_id(lab_id: str) -> str:
+    if not NAME.matches(lab_id):
+        raise SpotLabNotFound(f"--lab: expected {NAME.rule}, got {shown(lab_id)}")
+    return lab_id
+
+
+def lab_temp_dir(lab_id: str) -> Path:
+    """The one folder a lab creates (its logs, events, token, each node's Ray session): a
+    record naming any other is not followed."""
+    return Path(tempfile.gettempdir()) / f"sbs-{check_lab_id(lab_id)}"
 
 
 def node_marker(lab_id: str, name: str) -> str:
@@ -51,7 +73,7 @@ def state_dir() -> Path:
 
 
 def state_path(lab_id: str) -> Path:
-    return state_dir() / f"{lab_id}.json"
+    return state_dir() / f"{check_lab_id(lab_id)}.json"
 
 
 def save_state(state: dict[str, Any]) -> None:
@@ -60,7 +82,9 @@ def save_state(state: dict[str, Any]) -> None:
 
 def recorded_lab_ids() -> list[str]:
     directory = state_dir()
-    return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
+    if not directory.is_dir():
+        return []
+    return sorted(p.stem for p in directory.glob("*.json") if NAME.matches(p.stem))
 
 
 def starter_identity() -> dict[str, int | None]:
@@ -91,8 +115,13 @@ def load_state(lab_id: str | None = None, *, prefer_live: bool = False) -> dict[
     with `prefer_live`, of the only one that is not stale. Otherwise SpotLabNotFound, in one
     line listing every recorded lab with its condition."""
     if lab_id is None:
-        states = [state for state in map(_read, recorded_lab_ids()) if state is not None]
+        states = readable_states()
         if not states:
+            corrupt = corrupt_lab_ids()
+            if corrupt:
+                raise SpotLabNotFound(f"--lab: the only spot lab records in {state_dir()} "
+                                      f"are corrupt ({', '.join(corrupt)}); spot-lab-down "
+                                      f"--lab ID removes what is left of such a lab")
             raise SpotLabNotFound(f"no spot lab is up (none recorded in {state_dir()})")
         live = [state for state in states if condition(state) != STALE]
         if len(states) == 1:
@@ -111,16 +140,79 @@ def load_state(lab_id: str | None = None, *, prefer_live: bool = False) -> dict[
 
 
 def other_labs(lab_id: str) -> list[dict[str, str]]:
-    """Every recorded lab but `lab_id`, with its condition."""
-    states = [state for state in map(_read, recorded_lab_ids()) if state is not None]
-    return [{"lab_id": state["lab_id"], "condition": condition(state)} for state in states
-            if state["lab_id"] != lab_id]
+    """Every recorded lab but `lab_id`, with its condition (a corrupt record's is CORRUPT)."""
+    listed = [{"lab_id": state["lab_id"], "condition": condition(state)}
+              for state in readable_states()]
+    listed += [{"lab_id": other, "condition": CORRUPT} for other in corrupt_lab_ids()]
+    return sorted((lab for lab in listed if lab["lab_id"] != lab_id),
+                  key=lambda lab: lab["lab_id"])
+
+
+def readable_states() -> list[dict[str, Any]]:
+    """The state of every recorded lab whose record can be read (corrupt ones skipped)."""
+    states = []
+    for lab_id in recorded_lab_ids():
+        try:
+            state = _read(lab_id)
+        except CorruptRecord:
+            continue
+        if state is not None:
+            states.append(state)
+    return states
+
+
+def corrupt_lab_ids() -> list[str]:
+    corrupt = []
+    for lab_id in recorded_lab_ids():
+        try:
+            _read(lab_id)
+        except CorruptRecord:
+            corrupt.append(lab_id)
+    return corrupt
 
 
 def _read(lab_id: str) -> dict[str, Any] | None:
-    """A lab's state, None if it is not recorded (removed meanwhile)."""
-    try:
-        state: dict[str, Any] = json.loads(state_path(lab_id).read_text())
-    except FileNotFoundError:
+    """A lab's state, None if it is not recorded (removed meanwhile); CorruptRecord, naming
+    the file, if it is not a lab's state of that id."""
+    path = state_path(lab_id)
+    if not path.exists():
         return None
+    try:
+        state = read_input_json("", path, max_bytes=MAX_STATE_BYTES)
+    except InputFileError as error:
+        if not path.exists():
+            return None
+        raise CorruptRecord(f"spot lab record {error}") from None
+    problem = _shape_problem(state, lab_id)
+    if problem:
+        raise CorruptRecord(f"spot lab record {path}: {problem}")
+    assert isinstance(state, dict)
     return state
+
+
+def _shape_problem(state: Any, lab_id: str) -> str | None:
+    """What makes `state` no state of lab `lab_id`, None if nothing does."""
+    if not isinstance(state, dict):
+        return f"a {type(state).__name__}, not an object"
+    if state.get("lab_id") != lab_id:
+        return f"lab_id {shown(state.get('lab_id'))} is not the file's id {lab_id!r}"
+    if not isinstance(state.get("config"), dict):
+        return "config: not an object"
+    if state.get("temp_dir") is not None and not isinstance(state["temp_dir"], str):
+        return "temp_dir: not a text"
+    pid = state.get("supervisor_pid")
+    if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0):
+        return f"supervisor_pid: {shown(pid)} is not a process id"
+    nodes = state.get("nodes", [])
+    if not isinstance(nodes, list):
+        return "nodes: not a list"
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("name"), str):
+            return f"nodes[{index}]: not an object with a name"
+        pid = node.get("pid")
+        if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0):
+            return f"nodes[{index}].pid: {shown(pid)} is not a process id"
+    for key in ("starter", "description", "billing"):
+        if state.get(key) is not None and not isinstance(state[key], dict):
+            return f"{key}: not an object"
+    return None

@@ -54,6 +54,7 @@ from spotlab.state import load_state, node_marker, save_state
 from vocab.errors import RunFailed, one_line
 from vocab.ports import RayPorts
 from vocab.preemptions import CAUSE_NOTICE, CAUSE_REBALANCE
+from vocab.shared_data import SHARED_ENV
 from vocab.spot import (
     IMDS_ENDPOINT_ENV,
     NOTICE_AGENT_MODULE,
@@ -263,7 +264,8 @@ class Supervisor:
             "ray_address": self.head_address,
             "dashboard_url": f"http://127.0.0.1:{head.ports.dashboard}"
             if self.config.dashboard else None,
-            "driver_env": {**lab_env(self.temp_dir), "RAY_ADDRESS": self.head_address},
+            "driver_env": {**lab_env(self.temp_dir), **self._shared_env(),
+                           "RAY_ADDRESS": self.head_address},
             "events": str(self.events_path),
         }
         self._save()
@@ -314,12 +316,9 @@ class Supervisor:
     def _connect(self) -> None:
         """A GCS client with the lab's token, without a driver (no core worker, no signal
         handlers of Ray's in this process): the node table and the draining nodes."""
-        from ray._private.state import GlobalState
-        from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]
+        from workloads.common.ray_private import GcsState
 
-        self.gcs = GlobalState()
-        self.gcs._initialize_global_state(GcsClientOptions.create(
-            self.head_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+        self.gcs = GcsState(self.head_address)
 
     def _disconnect(self) -> None:
         if self.gcs is not None:
@@ -347,6 +346,7 @@ class Supervisor:
             else "0",
             **SLOW_MACHINE_RAY_CONFIG,
             **NO_METRICS_EXPORT,
+            **self._shared_env(),
         }
         argv = ray_node_argv(spec, ports, head_address=self.head_address or "",
                              temp_dir=self.temp_dir, object_store_mb=self.config.object_store_mb,
@@ -363,6 +363,11 @@ class Supervisor:
         self._event("start", node, t=node.started_at, attempt=attempt, pid=process.pid,
                     agent_pid=node.agent.pid if node.agent else None)
         return node
+
+    def _shared_env(self) -> dict[str, str]:
+        """The lab's shared folder, as every node (replacements too) and driver sees it."""
+        shared = self.state.get("shared_dir")
+        return {SHARED_ENV: str(shared)} if shared else {}
 
     def _agent_argv(self, node: Node) -> list[str]:
         """The node's notice agent: the same program a spot pod runs beside Ray, on this
@@ -620,7 +625,7 @@ class Supervisor:
         return RayNodes.of(self.gcs.node_table())
 
     def _draining(self) -> dict[str, int]:
-        draining: dict[str, int] = self.gcs.get_draining_nodes()
+        draining: dict[str, int] = self.gcs.draining_nodes()
         return draining
 
     def _interrupt_requests(self) -> set[str]:

@@ -30,6 +30,7 @@ from stacks.config_types import (
     NodePoolKind,
     PodResources,
     RayClusterConfig,
+    SharedStorageConfig,
     SpotburstConfig,
     SpotClusterConfig,
     WorkerGroupConfig,
@@ -49,6 +50,12 @@ from vocab.instances import (
     POD_MEMORY_SHARE,
     InstanceShape,
     load_instance_shapes,
+)
+from vocab.shared_data import (
+    INFREQUENT_ACCESS_DAYS,
+    SHARED_STORAGE_KINDS,
+    STORAGE_NONE,
+    THROUGHPUT_MODES,
 )
 from vocab.spot import (
     CAPACITY_ON_DEMAND,
@@ -113,6 +120,7 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
 
     An experiment's section is required when it is enabled and validated whenever present.
     """
+    _reject_unknown_namespaced_keys(raw)
     values = {key: _decode(value) for key, value in raw.items()}
     region = values.get("aws:region")
     if not isinstance(region, str) or re.fullmatch(_REGION, region) is None:
@@ -172,6 +180,40 @@ def parse_config(raw: Mapping[str, str], stack: str) -> SpotburstConfig:
     _reject_shared_namespaces(top, config)
     refuse_over_budget(config)
     return config
+
+
+AWS_PROVIDER_KEYS = frozenset({
+    "accessKey", "allowedAccountIds", "assumeRoleWithWebIdentity", "assumeRoles",
+    "customCaBundle", "defaultTags", "endpoints", "forbiddenAccountIds", "httpProxy",
+    "httpsProxy", "ignoreTags", "insecure", "maxRetries", "noProxy", "profile", "region",
+    "retryMode", "s3UsePathStyle", "secretKey", "sharedConfigFiles", "sharedCredentialsFiles",
+    "skipCredentialsValidation", "skipMetadataApiCheck", "skipRegionValidation",
+    "skipRequestingAccountId", "stsRegion", "tagPolicyCompliance", "token",
+    "tokenBucketRateLimiterCapacity", "useDualstackEndpoint", "useFipsEndpoint", "userAgents",
+})
+"""The aws provider's own config keys (pulumi-aws's `aws:` namespace)."""
+PROVIDER_NAMESPACES = ("aws", "kubernetes", "eks", "random", "pulumi")
+"""Namespaces beside ours whose keys a provider or Pulumi itself reads."""
+
+
+def _reject_unknown_namespaced_keys(raw: Mapping[str, str]) -> None:
+    """A key Pulumi would hand to no one (`aws:regionn`, `spotbust:experiments`) is a typo
+    that silently changes nothing: refused, with the nearest known key."""
+    import difflib
+
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if namespace == PROJECT:
+            continue
+        if namespace == "aws" and name not in AWS_PROVIDER_KEYS:
+            near = difflib.get_close_matches(name, sorted(AWS_PROVIDER_KEYS), n=1)
+            hint = f"; did you mean aws:{near[0]}?" if near else ""
+            raise ConfigError(f"{key}: unknown key of the aws provider{hint}")
+        if namespace not in PROVIDER_NAMESPACES:
+            near = difflib.get_close_matches(namespace, [PROJECT, *PROVIDER_NAMESPACES], n=1)
+            hint = f"; did you mean {near[0]}:{name}?" if near else ""
+            raise ConfigError(f"{key}: unknown namespace {namespace!r} (known: {PROJECT}, "
+                              f"{', '.join(PROVIDER_NAMESPACES)}){hint}")
 
 
 def _section(top: Fields, name: str, required: bool, read: Callable[[Fields], T]) -> T | None:
@@ -295,6 +337,7 @@ def _spot_cluster(fields: Fields) -> SpotClusterConfig:
             "nvidiaDevicePluginVersion",
             "nodePools",
             "drainOnRebalance",
+            *SHARED_STORAGE_KEYS,
         }
     )
     eks_version = fields.string("eksVersion", r"1\.\d{2}", 'an EKS version such as "1.34"')
@@ -325,7 +368,33 @@ def _spot_cluster(fields: Fields) -> SpotClusterConfig:
         drain_on_rebalance=(
             fields.boolean("drainOnRebalance") if "drainOnRebalance" in fields.values else False
         ),
+        shared_storage=_shared_storage(fields),
     )
+
+
+SHARED_STORAGE_KEYS = ("sharedStorage", "sharedThroughputMode", "sharedInfrequentAccessDays")
+SHARED_DEFAULTS = {"sharedStorage": "efs", "sharedThroughputMode": "elastic",
+                   "sharedInfrequentAccessDays": 30}
+
+
+def _shared_storage(fields: Fields) -> SharedStorageConfig | None:
+    """The shared file system: EFS unless `sharedStorage: none`; its throughput mode and the
+    age at which untouched files move to Infrequent Access (0: never)."""
+    given = {key: fields.values.get(key, SHARED_DEFAULTS[key]) for key in SHARED_STORAGE_KEYS}
+    shared = Fields(fields.path, given)
+    kind = shared.string("sharedStorage", "|".join(SHARED_STORAGE_KINDS),
+                         " or ".join(SHARED_STORAGE_KINDS))
+    mode = shared.string("sharedThroughputMode", "|".join(THROUGHPUT_MODES),
+                         " or ".join(THROUGHPUT_MODES))
+    days = shared.integer("sharedInfrequentAccessDays", 0, max(INFREQUENT_ACCESS_DAYS))
+    if days and days not in INFREQUENT_ACCESS_DAYS:
+        raise ConfigError(
+            f"{shared.key('sharedInfrequentAccessDays')}: {days} is not allowed; EFS moves "
+            f"files after {', '.join(map(str, INFREQUENT_ACCESS_DAYS))} days, or 0 for never"
+        )
+    if kind == STORAGE_NONE:
+        return None
+    return SharedStorageConfig(mode, days or None)
 
 
 def _kuberay_version(fields: Fields) -> str:

@@ -152,6 +152,15 @@ class RayClusterConfig:
 
 
 @dataclass(frozen=True)
+class SharedStorageConfig:
+    """The stack's shared EFS file system, mounted in every Ray pod."""
+
+    throughput_mode: str
+    infrequent_access_after_days: int | None
+    """None: files stay in Standard storage however long they go untouched."""
+
+
+@dataclass(frozen=True)
 class SpotClusterConfig:
     vpc_cidr: str
     az_count: int
@@ -164,6 +173,8 @@ class SpotClusterConfig:
     drain_on_rebalance: bool = False
     """The notice agents in spot pods drain their Ray node at a rebalance recommendation
     too (not only at the interruption notice)."""
+    shared_storage: SharedStorageConfig | None = SharedStorageConfig("elastic", 30)
+    """None: `sharedStorage: none`, no shared file system."""
 
     def used_pools(self, ray_clusters: Mapping[str, RayClusterConfig]) -> list[NodePoolConfig]:
         """The head pool and every pool a worker group of an enabled experiment runs on."""

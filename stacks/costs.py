@@ -9,6 +9,10 @@ fault-tolerant RayClusters; the burst sites' NAT gateway with its Elastic IP (th
 private subnet), Ray token KMS key and on-demand instances, the login and cloud nodes with a
 public IPv4 address each.
 
+The spot cluster's shared EFS file system has no hourly charge (its line is $0/h): it is
+billed per GB-month stored and, in elastic throughput mode, per GB read and written; the
+estimate says so with the table's prices (`per_gb`), which no hourly total can include.
+
 Maximum scale: every node pool at its `maxSize` (what the Cluster Autoscaler may grow it to).
 Minimum scale: every pool at its `minSize`, or at the nodes the Ray pods that always run need
 if that is more (`RayClusterConfig.pods`), packed by CPU onto the pool's smallest type
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.gcs_redis import NODE_COUNT as REDIS_NODES
@@ -28,6 +32,7 @@ from stacks.config_types import (
     GCS_FAULT_TOLERANT,
     PROJECT,
     NodePoolConfig,
+    SharedStorageConfig,
     SpotburstConfig,
 )
 from stacks.fields import ConfigError
@@ -62,6 +67,8 @@ class CostEstimate:
     lines: list[CostLine]
     table_date: str
     table_region: str
+    per_gb: list[str] = field(default_factory=list)
+    """What is billed by the data, not the hour (one sentence each, with its prices)."""
 
     @property
     def hourly_min(self) -> float:
@@ -113,6 +120,11 @@ def hourly_cost(
                         f"ElastiCache {REDIS_NODE_TYPE}",
                     )
                 )
+    per_gb = []
+    if on_eks and config.spot_cluster is not None and config.spot_cluster.shared_storage:
+        shared = config.spot_cluster.shared_storage
+        lines.append(CostLine(SHARED_STORAGE_ITEM, 1, 1, 0.0, SHARED_STORAGE_ITEM))
+        per_gb.append(shared_storage_prices(shared, table))
     if burst is not None:
         price = node_price(table["instances"], [burst.instance_type], spot=False)
         for role, count in (
@@ -123,7 +135,30 @@ def hourly_cost(
             if count:
                 item = f"on-demand {burst.instance_type} (burst {role})"
                 lines.append(CostLine(item, count, count, price, burst.instance_type))
-    return CostEstimate(lines, str(table["date"]), str(table["region"]))
+    return CostEstimate(lines, str(table["date"]), str(table["region"]), per_gb)
+
+
+SHARED_STORAGE_ITEM = "EFS shared file system (no hourly charge; billed per GB)"
+
+
+def shared_storage_prices(shared: SharedStorageConfig, table: Mapping[str, Any]) -> str:
+    """The shared file system's prices per GB, as the stack's config uses it."""
+    efs = table["efs"]
+    text = f"EFS shared data: ${efs['standard_gb_month']:.2f} per GB-month stored"
+    if shared.infrequent_access_after_days is not None:
+        text += (
+            f" (${efs['infrequent_access_gb_month']:.3f} per GB-month for files untouched "
+            f"{shared.infrequent_access_after_days} days, ${efs['infrequent_access_read_gb']:.2f}"
+            " per GB read from them)"
+        )
+    if shared.throughput_mode == "elastic":
+        text += (
+            f"; elastic throughput ${efs['elastic_read_gb']:.2f} per GB read, "
+            f"${efs['elastic_write_gb']:.2f} per GB written"
+        )
+    else:
+        text += "; bursting throughput: no transfer charge"
+    return text + f" (prices of {table.get('efs_date', table['date'])})"
 
 
 def refuse_over_budget(config: SpotburstConfig) -> None:

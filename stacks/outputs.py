@@ -29,6 +29,9 @@ SPOT_INTERRUPTION_TEMPLATES = "spotInterruptionTemplates"
 """Spot node pool name -> the id of its AWS FIS experiment template, which interrupts one
 running spot instance of the pool per start (`invoke preempt`)."""
 
+SHARED_FILE_SYSTEM = "sharedFileSystem"
+"""The id of the spot cluster's shared EFS file system (absent with `sharedStorage: none`)."""
+
 BURST_INSTANCE_IDS = "burstInstanceIds"
 BURST_PRIVATE_IPS = "burstPrivateIps"
 BURST_HEAD_ADDRESS = "burstHeadAddress"

@@ -1,8 +1,9 @@
 """The shared EKS "spot cluster": one VPC, one control plane, one KubeRay operator, the node
 pools and their autoscaler, an AWS FIS experiment template per spot pool (real
-interruptions on demand), and one RayCluster per enabled EKS experiment (doll, elastic, rl,
-inference), each in its own namespace with its own bucket access (IRSA) and, in its spot
-pods, the notice agent."""
+interruptions on demand), the stack's shared EFS file system (unless `sharedStorage: none`),
+and one RayCluster per enabled EKS experiment (doll, elastic, rl, inference), each in its
+own namespace with its own bucket access (IRSA), the shared file system mounted in every
+pod and, in its spot pods, the notice agent."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from components.iam_documents import bucket_read_write_policy
 from components.kuberay_operator import KubeRayOperator, KubeRayOperatorArgs
 from components.network import Network, NetworkArgs, split_cidr
 from components.placement import PoolPlacement
-from components.ray_cluster import RayCluster, RayClusterArgs
+from components.ray_cluster import RayCluster, RayClusterArgs, SharedVolumeArgs
 from components.raycluster_spec import (
     GcsFaultToleranceArgs,
     NoticeAgentArgs,
@@ -31,6 +32,7 @@ from components.raycluster_spec import (
     gcs_password_secret_name,
 )
 from components.service_account_role import ServiceAccountRole, ServiceAccountRoleArgs
+from components.shared_file_system import SharedFileSystem, SharedFileSystemArgs
 from components.spot_interruptions import SpotInterruptions, SpotInterruptionsArgs
 from stacks import outputs
 from stacks.config_types import (
@@ -147,6 +149,26 @@ def build_spot_cluster(
             opts=on_aws,
         )
         exported[outputs.SPOT_INTERRUPTION_TEMPLATES] = interruptions.template_ids
+    shared_volume = None
+    if spot.shared_storage is not None:
+        shared = SharedFileSystem(
+            "shared-data",
+            SharedFileSystemArgs(
+                cluster_name=cluster.created_name,
+                vpc_id=network.vpc_id,
+                private_subnet_ids=network.private_subnet_ids,
+                node_security_group_id=cluster.node_security_group_id,
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_issuer=cluster.oidc_issuer,
+                throughput_mode=spot.shared_storage.throughput_mode,
+                infrequent_access_after_days=spot.shared_storage.infrequent_access_after_days,
+                tags=tags,
+                nodes=[cluster],
+            ),
+            opts=in_cluster,
+        )
+        shared_volume = SharedVolumeArgs(shared.volume_handle, shared.storage_class, shared.ready)
+        exported[outputs.SHARED_FILE_SYSTEM] = shared.file_system_id
     agent_files = notice_agent_files()
     for experiment, ray in config.ray_clusters.items():
         access = ServiceAccountRole(
@@ -189,6 +211,7 @@ def build_spot_cluster(
                 operator=operator.release,
                 gcs_redis_password=redis_password,
                 notice_agent_files=agent_files,
+                shared_volume=shared_volume,
             ),
             opts=in_cluster,
         )

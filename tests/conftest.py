@@ -59,6 +59,7 @@ def one_netns_module_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]
 
 
 LONGEST_FIRST = ("tests/acceptance/test_rl.py", "tests/workloads/test_elastic_scripts.py",
+                 "tests/acceptance/test_rl_own_env.py",
                  "tests/acceptance/test_inference.py", "tests/acceptance/test_burst.py",
                  "tests/acceptance/test_doll.py", "tests/acceptance/test_elastic.py",
                  "tests/launch/test_bare_head.py", "tests/workloads/test_rl_lab.py")

@@ -37,11 +37,13 @@ LEAKS = re.compile(
 
 
 ORIGINAL_AS_SEED = re.compile(
-    r"seed 0\d\d|seed's|seeds'|seed-format|seed profile|(?<!sets )the seed\b(?! of)|\| seed \|",
+    r"seed 0\d\d|seed's|seeds'|seed-format|seed profile|\| seed \|"
+    r"|(?<!sets )(?<!from )the seed\b(?! of)",
     re.IGNORECASE,
 )
 """Words for the original systems a reader cannot know ("seed 004", "the seed's scale"); a
-random seed (`--seed`, "sets the seed", "the seed of the chains") is another matter."""
+random seed (`--seed`, "sets the seed", "drawn from the seed", "the seed of the chains")
+is another matter."""
 
 
 def fenced_commands(path: Path) -> list[tuple[str, list[str]]]:

@@ -30,3 +30,8 @@ class RunFailed(Exception):
 def one_line(error: BaseException) -> str:
     """The error's message on one line (whitespace runs folded)."""
     return " ".join(str(error).split()) or type(error).__name__
+
+
+FAILED_PREFIX = "run failed: "
+"""How a workload's driver says, in one line of its log, why its run failed (the user's code
+raised on an input, ...): the launcher ends the task with that line."""

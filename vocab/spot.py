@@ -98,6 +98,7 @@ NOTICE_AGENT_FILES = (
     "workloads/__init__.py",
     "workloads/common/__init__.py",
     "workloads/common/spot_notice.py",
+    "workloads/common/ray_private.py",
     "workloads/common/notice_agent.py",
 )
 """The project files the agent needs beside Ray (paths from the repository's root): what a

@@ -7,6 +7,8 @@ from typing import Any
 
 import boto3
 
+from workloads.common.aws_client import aws_client
+
 # Account-wide questions (who am I, which regions are enabled) are asked here, so a region
 # that is wrong or not enabled cannot pass for bad credentials.
 FALLBACK_REGION = "us-east-1"
@@ -31,12 +33,9 @@ class AwsAccount:
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            session = self._session or boto3.Session()
-            self._clients[service] = session.client(
-                service,  # type: ignore[call-overload]
-                region_name=self.region or FALLBACK_REGION,
-                endpoint_url=self.endpoint_url,
-            )
+            self._clients[service] = aws_client(
+                service, region=self.region or FALLBACK_REGION, endpoint_url=self.endpoint_url,
+                session=self._session)
         return self._clients[service]
 
     def in_region(self, region: str | None) -> AwsAccount:

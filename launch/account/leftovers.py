@@ -249,4 +249,8 @@ def _file_systems(account: AwsAccount, stack: str, clusters: Sequence[str]) -> I
                 f"{system_id} --query 'length(MountTargets)')\" = 0 ]; do sleep 5; done"
             )
         steps.append(f"aws efs delete-file-system --region {region} --file-system-id {system_id}")
+        # Data is what the stack's shared folder held: gone with the file system.
+        size = (system.get("SizeInBytes") or {}).get("Value")
+        if size is not None:
+            state = f"{state}, holding {int(size)} bytes of data"
         yield Leftover("EFS file system", system_id, state, why, " && ".join(steps))

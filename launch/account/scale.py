@@ -15,11 +15,14 @@ from enum import Enum
 
 from launch.offline import DeclaredResource
 from vocab.instances import load_instance_shapes
+from vocab.spot import CAPACITY_ON_DEMAND, CAPACITY_SPOT
 
 
 class Capacity(Enum):
-    ON_DEMAND = "on-demand"
-    SPOT = "spot"
+    """How a pool's instances are bought: the spot cluster's capacity label values."""
+
+    ON_DEMAND = CAPACITY_ON_DEMAND
+    SPOT = CAPACITY_SPOT
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import secrets
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from netem.lab.description import LabDescription
 from netem.lab.processes import MARKER_ENV
 from netem.lab.services import moto_argv, probe, ray_node_argv, start_process
 from netem.lab.sites import site_prefix
-from netem.lab.state import LabState
+from netem.lab.state import LabState, lab_temp_dir
 from netem.profile import Profile
 from vocab.burst import ROLE_LOGIN, SITE_CLOUD, SITE_ONPREM, SITES, peer_site
 from vocab.errors import UserError
@@ -38,7 +37,7 @@ S3_CREDENTIALS = {"aws_access_key_id": "lab", "aws_secret_access_key": "lab",
 
 def _new_temp_dir(state: LabState) -> Path:
     """The lab's directory, recorded before it is made (an interrupt cannot orphan it)."""
-    temp_dir = Path(tempfile.gettempdir()) / f"sb-{state.lab_id}"
+    temp_dir = lab_temp_dir(state.lab_id)
     state.temp_dir = str(temp_dir)
     state.save()
     try:

@@ -22,11 +22,19 @@ from netem.lab.addressing import node_specs
 from netem.lab.build import Progress, build_lab
 from netem.lab.description import LabDescription
 from netem.lab.processes import marked_pids
-from netem.lab.state import LabNotFound, LabState, load_state
+from netem.lab.state import (
+    CorruptLabRecord,
+    LabNotFound,
+    LabState,
+    lab_namespaces,
+    lab_temp_dir,
+    load_state,
+)
 from netem.profile import Profile
 from procs import carries_marker, interrupts_ignored, sigterm_raises_interrupt, stop_marked
 from vocab.burst import ROLE_CLOUD, ROLE_HPC, ROLE_LOGIN
 from vocab.errors import RunFailed, UserError
+from vocab.names import NotOurs, owned
 
 
 class LabTeardownError(RunFailed, RuntimeError):
@@ -107,7 +115,8 @@ def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progr
 
     Ctrl-C is ignored while this runs, so a second Ctrl-C cannot leave a half-removed lab.
     """
-    state = lab if isinstance(lab, LabState) else load_state(lab)
+    state = lab if isinstance(lab, LabState) else _state_to_remove(lab, progress)
+    _drop_what_is_not_ours(state, progress)
     removed: list[str] = []
     with interrupts_ignored():
         # The recorded `ray start --block` processes first: each stops its own node cleanly.
@@ -144,6 +153,36 @@ def stop_lab(lab: str | LabState | None = None, progress: Progress = print_progr
         state.remove()
     progress(f"lab {state.lab_id} removed")
     return removed
+
+
+def _state_to_remove(lab_id: str | None, progress: Progress) -> LabState:
+    """The lab's record; for a corrupt one given by id, what its id alone names: the
+    processes with its marker, its namespaces, its temp dir."""
+    try:
+        return load_state(lab_id)
+    except CorruptLabRecord as error:
+        lab_id = error.lab_id
+        progress(f"{error}; removing what lab {lab_id}'s id names")
+        present = netns.existing_namespaces()
+        return LabState(lab_id=lab_id, temp_dir=str(lab_temp_dir(lab_id)),
+                        namespaces=[ns for ns in lab_namespaces(lab_id) if ns in present])
+
+
+def _drop_what_is_not_ours(state: LabState, progress: Progress) -> None:
+    """Forget a recorded namespace or temp dir that is not the one this lab's id names (a
+    crafted or damaged record): reported, never removed."""
+    ours = lab_namespaces(state.lab_id)
+    strangers = [ns for ns in state.namespaces if ns not in ours]
+    if strangers:
+        progress(f"lab {state.lab_id}: recorded namespaces {', '.join(map(repr, strangers))} "
+                 f"are not the lab's: left alone")
+        state.namespaces = [ns for ns in state.namespaces if ns in ours]
+    if state.temp_dir:
+        try:
+            owned(state.temp_dir, lab_temp_dir(state.lab_id))
+        except NotOurs as error:
+            progress(f"lab {state.lab_id}: recorded temp_dir {error}")
+            state.temp_dir = ""
 
 
 def running_lab(lab_id: str | None = None) -> LabDescription:

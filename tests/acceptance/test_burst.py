@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from netem.lab.netns import existing_namespaces
-from tests.helpers.acceptance import run_documented
+from tests.helpers.acceptance import PROJECT_DIR, run_documented
 from tests.helpers.lab import needs_netns
 
 COMMAND = "invoke run-burst --bw 100"
+OWN_COMMAND = ("invoke run-burst -f examples/burst/word_stats.py --function process "
+               "--inputs examples/burst/texts --bw 100")
 
 pytestmark = [pytest.mark.lab, pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow,
               needs_netns]
@@ -53,3 +56,31 @@ def test_run_burst_measures_both_schedulers_against_one_bound(tmp_path: Path) ->
     provenance = json.loads((out / "provenance.json").read_text())
     lab_namespaces = {pair.split("=")[1] for pair in provenance["parameters"]["site_netns"]}
     assert len(lab_namespaces) == 3 and not lab_namespaces & existing_namespaces()  # removed
+
+
+def test_your_own_task_file_gives_the_same_results_under_both_schedulers(
+    tmp_path: Path,
+) -> None:
+    """docs/burst.md's "Your own tasks": the example's results equal calling its function
+    here on each input, identical between the schedulers; the run measured as any other."""
+    assert OWN_COMMAND in (PROJECT_DIR / "docs" / "burst.md").read_text()
+    out = tmp_path / "own"
+    summary = run_documented(OWN_COMMAND, out, timeout_s=900)
+    assert summary["workload"] == "own" and summary["task_count"] == 6
+    assert set(summary["runs"]) == {"default", "data-aware"}
+    assert summary["lower_bound_s"] > 0 and summary["speedup"] > 0
+    assert set(summary["bound"]["compute_s"]) == {"onprem", "cloud"}  # calibrated on both
+    texts = PROJECT_DIR / "examples" / "burst" / "texts"
+    sys.path.insert(0, str(texts.parent))
+    try:
+        from word_stats import process  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(texts.parent))
+    expected = [{"input": entry.name, "result": process(str(entry))}
+                for entry in sorted(texts.iterdir())]
+    rows = {name: [json.loads(line) for line in
+                   (out / "outputs" / f"{name}.jsonl").read_text().splitlines()]
+            for name in ("default", "data-aware")}
+    assert rows["default"] == rows["data-aware"] == expected
+    # the cloud node computed on staged copies (the calibration runs every worker node)
+    assert summary["bound"]["calibration"]["samples_s"]["cloud"]

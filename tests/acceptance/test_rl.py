@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.acceptance.test_rl_own_env import OWN_COMMAND
 from tests.helpers.acceptance import PROJECT_DIR, run_documented
 
 COMMAND = "invoke run-rl"
@@ -19,7 +20,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow]
 def test_the_documented_command_is_the_one_run_here() -> None:
     fenced = (PROJECT_DIR / "docs" / "rl.md").read_text().split("```")[1::2]
     lines = [line.split("#")[0].strip() for block in fenced for line in block.splitlines()]
-    assert [line for line in lines if line.startswith("invoke run-rl")] == [COMMAND]
+    assert [line for line in lines if line.startswith("invoke run-rl")] == [COMMAND,
+                                                                          OWN_COMMAND]
 
 
 def test_run_rl_learns_through_env_runner_preemptions(tmp_path: Path) -> None:

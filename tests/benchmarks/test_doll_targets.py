@@ -61,3 +61,29 @@ def test_the_preemption_table_sets_each_policy_beside_the_same_seeds_run_without
     assert static == ("| SUSE $0.286 | static | 11.0 | 51.0 | 54.0 | 1.059 | 1.039 | 1.019 "
                       "| 3.0 | 2.0 | 1.0 |")
     assert "fallback" not in text.split("|---|")[-1] and "| on-demand |" not in text
+
+
+def test_the_best_policy_is_held_against_uniform_progress_on_every_trace() -> None:
+    from benchmarks.doll_cost import baseline_table, baseline_targets
+
+    capacity = "us-east-2b_v100_1.json (SUSE prices)"
+    rows = [
+        *(row("SUSE $0.286", "fallback", seed, 0.54, seed != 0) for seed in range(10)),
+        *(row("SUSE $0.286", "uniform-progress", seed, 0.7, True) for seed in range(10)),
+        *(row(capacity, "fallback", seed, 0.8, True) for seed in range(5)),
+        *(row(capacity, "uniform-progress", seed, 0.75, True) for seed in range(5)),
+        {"product": capacity, "policy": "Mine", "seed": 0, "failed": "policy Mine failed"},
+    ]
+    checked = {target.name: target.met for target in baseline_targets(rows)}
+    assert checked == {
+        "SUSE $0.286 fallback: deadlines met": True,  # 9/10
+        "SUSE $0.286 fallback: cost ratio to on-demand": True,
+        "SUSE $0.286 fallback − uniform-progress: cost ratio": True,
+        f"{capacity} fallback: deadlines met": True,
+        f"{capacity} fallback − uniform-progress: cost ratio": False,  # 0.8 against 0.75
+    }
+    rows[1]["deadline_met"] = False  # 8/10
+    missed = [t.name for t in baseline_targets(rows) if not t.met]
+    assert "SUSE $0.286 fallback: deadlines met" in missed
+    table = baseline_table(rows)
+    assert f"| {capacity} | fallback | 0.800 | 5/5 | 0.750 | 5/5 | +0.050 |" in table

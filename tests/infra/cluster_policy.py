@@ -92,6 +92,29 @@ def ray_pods_are_hardened(run: OfflineRun) -> list[str]:
     return found
 
 
+def _env_secrets(where: str, container: dict[str, Any]) -> list[str]:
+    found = [f"{where}: env {entry.get('name')} comes from Secret "
+             f"{entry['valueFrom']['secretKeyRef'].get('name')}"
+             for entry in container.get("env") or []
+             if "secretKeyRef" in (entry.get("valueFrom") or {})]
+    found += [f"{where}: envFrom takes all of Secret {source['secretRef'].get('name')}"
+              for source in container.get("envFrom") or [] if "secretRef" in source]
+    return found
+
+
+def containers_take_no_secret_from_env(run: OfflineRun) -> list[str]:
+    """A secret in a container's environment shows in /proc/*/environ, crash reports and
+    `kubectl describe` (checkov CKV_K8S_35): every container we declare mounts it as a file."""
+    found = []
+    for rc in run.of_type(RAYCLUSTER):
+        for where, pod in _pod_specs(rc):
+            for container in [*pod.get("initContainers", []), *pod["containers"]]:
+                found += _env_secrets(f"{where}/{container.get('name')}", container)
+        autoscaler = rc.inputs["spec"].get("autoscalerOptions") or {}
+        found += _env_secrets(f"{rc.name} autoscaler", autoscaler)
+    return found
+
+
 def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     match = (selector or {}).get("matchLabels") or {}
     return not (selector or {}).get("matchExpressions") and all(
@@ -230,6 +253,7 @@ def autoscaling_is_scoped_to_this_cluster(run: OfflineRun) -> list[str]:
 RULES: list[Callable[[OfflineRun], list[str]]] = [
     rayclusters_use_token_auth,
     ray_pods_are_hardened,
+    containers_take_no_secret_from_env,
     ray_namespaces_have_network_policy,
     eks_secrets_use_kms,
     burst_token_is_readable_by_burst_nodes_only,

@@ -6,6 +6,7 @@ finding, so a test can assert WHICH rule fired, not only that something did.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launch.offline import DeclaredResource, OfflineRun
-from stacks.fields import world_wide
+from stacks.fields import RFC1918, world_wide
 from tests.infra import cluster_policy
 from vocab.tags import STACK_TAG_KEY
 
@@ -168,6 +169,38 @@ def file_systems_are_encrypted(run: OfflineRun) -> list[Violation]:
         for fs in run.of_type("aws:efs/fileSystem:FileSystem")
         if fs.inputs.get("encrypted") is not True
     ]
+
+
+def _private(cidr: str) -> bool:
+    network = ipaddress.ip_network(cidr, strict=False)
+    return network.version == 4 and any(network.subnet_of(block)  # type: ignore[arg-type]
+                                         for block in RFC1918)
+
+
+def nfs_reaches_file_systems_from_inside_only(run: OfflineRun) -> list[Violation]:
+    """The security groups of every EFS mount target admit NFS (2049/tcp) and nothing else,
+    from security groups or private (RFC 1918) blocks only."""
+    groups = {g.resource_id: g for g in run.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    guarding = {group for target in run.of_type("aws:efs/mountTarget:MountTarget")
+                for group in target.inputs.get("securityGroups") or []}
+    violations = []
+    for group_id in sorted(guarding):
+        group = groups.get(group_id)
+        if group is None:
+            violations.append(Violation("efs-nfs-scope", group_id,
+                                        "a mount target's security group is not declared"))
+            continue
+        for rule in group.inputs.get("ingress") or []:
+            ports = (rule.get("protocol"), rule.get("fromPort"), rule.get("toPort"))
+            if ports != ("tcp", 2049, 2049):
+                violations.append(Violation("efs-nfs-scope", _label(group),
+                                            f"admits {ports}, not NFS only"))
+            public = [c for c in rule.get("cidrBlocks") or [] if not _private(c)]
+            public += list(rule.get("ipv6CidrBlocks") or [])
+            if public:
+                violations.append(Violation("efs-nfs-scope", _label(group),
+                                            f"admits NFS from {', '.join(public)}"))
+    return violations
 
 
 # --- instances --------------------------------------------------------------------------
@@ -390,6 +423,7 @@ RULES: list[Callable[[OfflineRun], list[Violation]] | Callable[[OfflineRun], lis
     buckets_are_private_and_encrypted,
     buckets_deny_insecure_transport,
     file_systems_are_encrypted,
+    nfs_reaches_file_systems_from_inside_only,
     imds_v2_is_required,
     iam_grants_no_wildcards,
     trust_policies_are_scoped,

@@ -104,6 +104,26 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], str]] = {
         lambda run: _edit(run, RAYCLUSTER, lambda i: _worker_pod(i)["securityContext"].clear()),
         "runAsNonRoot",
     ),
+    "agent-token-from-env": (
+        lambda run: _edit(
+            run,
+            RAYCLUSTER,
+            lambda i: _worker_pod(i)["containers"][-1]["env"].append(
+                {"name": "RAY_AUTH_TOKEN",
+                 "valueFrom": {"secretKeyRef": {"name": "doll", "key": "auth_token"}}}),
+            "doll",
+        ),
+        "env RAY_AUTH_TOKEN comes from Secret doll",
+    ),
+    "head-env-from-secret": (
+        lambda run: _edit(
+            run,
+            RAYCLUSTER,
+            lambda i: _head_pod(i)["containers"][0].update(
+                envFrom=[{"secretRef": {"name": "keys"}}]),
+        ),
+        "envFrom takes all of Secret keys",
+    ),
     "container-privilege-escalation": (
         lambda run: _edit(
             run,

@@ -108,6 +108,7 @@ def _trust(statement: dict[str, Any]) -> dict[str, Any]:
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE = "aws:iam/role:Role"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
 FIS_ROLE = "spot-interruptions-fis"
@@ -289,6 +290,17 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
         lambda run: _set_input(run, "aws:efs/fileSystem:FileSystem", "burst-cloud-efs",
                                encrypted=None),
         {"efs-encryption"},
+    ),
+    "nfs-from-a-public-block": (
+        lambda run: _set_input(run, SECURITY_GROUP, "shared-data-nfs", ingress=[
+            {"protocol": "tcp", "fromPort": 2049, "toPort": 2049,
+             "cidrBlocks": ["198.51.100.0/24"]}]),
+        {"efs-nfs-scope"},
+    ),
+    "more-than-nfs-to-a-file-system": (
+        lambda run: _set_input(run, SECURITY_GROUP, "burst-cloud-nfs", ingress=[
+            {"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["10.1.0.0/16"]}]),
+        {"efs-nfs-scope"},
     ),
     "instance-without-metadata-options": (
         lambda run: _set_input(run, "aws:ec2/instance:Instance", "burst-cloud-0",

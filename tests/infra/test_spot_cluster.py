@@ -14,6 +14,7 @@ from launch.offline import MOCK_ACCOUNT, DeclaredResource, OfflineRun, run_offli
 from stacks import outputs
 from stacks.spot_cluster import PROJECT_ROOT
 from vocab.instances import load_instance_shapes
+from vocab.shared_data import SHARED_ENV
 from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE, SPOT_WARNING_S
 from vocab.spot_budget import AWS_BUDGET
 
@@ -183,17 +184,19 @@ def test_ray_autoscaler_runs_where_the_experiment_scales(dev_run: OfflineRun) ->
         head = spec["headGroupSpec"]["template"]["spec"]
         assert head["automountServiceAccountToken"] is False
         mounts_of_ray = head["containers"][0].get("volumeMounts", [])
-        assert mounts_of_ray == []  # the Ray container never sees the API token
+        # the Ray container never sees the API token: it mounts the shared data only
+        assert [m["mountPath"] for m in mounts_of_ray] == ["/mnt/shared"]
+        projected = [v for v in head.get("volumes", []) if "projected" in v]
         if experiment in on:
             options = spec["autoscalerOptions"]
             (mount,) = options["volumeMounts"]
             assert mount["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
-            (volume,) = head["volumes"]
+            (volume,) = projected
             assert volume["name"] == mount["name"]
             sources = [next(iter(source)) for source in volume["projected"]["sources"]]
             assert sources == ["serviceAccountToken", "configMap", "downwardAPI"]
         else:
-            assert "autoscalerOptions" not in spec and "volumes" not in head
+            assert "autoscalerOptions" not in spec and projected == []
 
 
 def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -> None:
@@ -212,7 +215,8 @@ def test_spot_workers_drain_within_the_two_minute_warning(dev_run: OfflineRun) -
             assert grace - drain >= 10  # Ray exits after draining, before the SIGKILL
         else:
             seen_on_demand = True
-            assert "terminationGracePeriodSeconds" not in pod and not env
+            assert "terminationGracePeriodSeconds" not in pod
+            assert set(env) == {SHARED_ENV}  # no drain timeout: the shared folder only
     assert seen_spot and seen_on_demand
 
 
@@ -224,14 +228,16 @@ def _agent(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) -> None:
     """A second container of the same image drains the pod's Ray node at the notice: it
-    finds its node by the pod's IP, talks to the head's GCS with the cluster's token and
-    polls at the budget's interval; on-demand pods have none."""
+    finds its node by the pod's IP, talks to the head's GCS with the cluster's token (its
+    Secret mounted read-only as the file Ray reads, never an environment variable) and polls
+    at the budget's interval; on-demand pods have none."""
     spot_pods = 0
     for experiment, group in _groups(dev_run):
         pod = group["template"]["spec"]
         agent = _agent(pod)
         if not pod["nodeSelector"]["spotburst.io/node-pool"].startswith("spot"):
-            assert agent is None and "volumes" not in pod, (experiment, group["groupName"])
+            assert agent is None, (experiment, group["groupName"])
+            assert [v["name"] for v in pod["volumes"]] == ["shared"]
             continue
         spot_pods += 1
         assert agent is not None
@@ -247,17 +253,23 @@ def test_every_spot_pod_runs_the_notice_agent_beside_ray(dev_run: OfflineRun) ->
         env = {e["name"]: e for e in agent["env"]}
         assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         assert env["RAY_AUTH_MODE"]["value"] == "token"
-        assert env["RAY_AUTH_TOKEN"]["valueFrom"] == {
-            "secretKeyRef": {"name": experiment, "key": "auth_token"}}
-        assert env["PYTHONPATH"]["value"] == agent["volumeMounts"][0]["mountPath"]
-        assert agent["volumeMounts"][0]["readOnly"] is True
+        assert "RAY_AUTH_TOKEN" not in env
+        files, token = agent["volumeMounts"]
+        assert env["PYTHONPATH"]["value"] == files["mountPath"]
+        assert env["RAY_AUTH_TOKEN_PATH"]["value"] == f"{token['mountPath']}/auth_token"
+        assert files["readOnly"] is True and token["readOnly"] is True
         assert agent["securityContext"] == ray["securityContext"]
         assert agent["resources"]["requests"] == agent["resources"]["limits"]
-        (volume,) = pod["volumes"]
-        assert volume["name"] == agent["volumeMounts"][0]["name"]
-        assert [item["path"] for item in volume["configMap"]["items"]] == list(
-            NOTICE_AGENT_FILES)
-        assert volume["configMap"]["name"] == f"{experiment}-notice-agent"
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        assert {files["name"], token["name"]} <= set(volumes)
+        config_map = volumes[files["name"]]["configMap"]
+        assert [item["path"] for item in config_map["items"]] == list(NOTICE_AGENT_FILES)
+        assert config_map["name"] == f"{experiment}-notice-agent"
+        assert volumes[token["name"]]["secret"] == {
+            "secretName": experiment, "items": [{"key": "auth_token", "path": "auth_token"}],
+            "defaultMode": 0o440}
+        # the Ray container mounts no token of ours (only the shared data, if any)
+        assert token["name"] not in {m["name"] for m in ray.get("volumeMounts", [])}
     assert spot_pods == 6  # doll 1, elastic 2, rl 2, inference 1
 
 

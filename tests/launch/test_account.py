@@ -7,6 +7,7 @@ only knows the VPC defaults) are stubbed at the boto3 boundary with botocore's S
 
 from __future__ import annotations
 
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -732,6 +733,7 @@ def test_leftovers_find_what_kubernetes_and_the_stack_left(account: AwsAccount) 
         f"{target['MountTargetId']} && until ")
     assert commands["EFS file system"].endswith(
         f"aws efs delete-file-system --region us-east-1 --file-system-id {file_system}")
+    assert re.fullmatch(r"available, holding \d+ bytes of data", found["EFS file system"].state)
     assert commands["EKS cluster"] == f"aws eks delete-cluster --region us-east-1 --name {CLUSTER}"
     assert commands["EC2 instance"] == (
         f"aws ec2 terminate-instances --region us-east-1 --instance-ids {running}")

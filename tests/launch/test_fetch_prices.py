@@ -59,7 +59,7 @@ def test_every_page_is_fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             {"SpotPriceHistory": [item("ca-central-1b", "0.16")]},
             {**expected, "NextToken": "2"},
         )
-        monkeypatch.setattr(spot_prices.boto3, "client", lambda *a, **k: client)
+        monkeypatch.setattr(spot_prices, "aws_client", lambda *a, **k: client)
         assert fetch_spot_prices("c5.xlarge", "ca-central-1", 7, tmp_path / "t.json") == 2
     records = json.loads((tmp_path / "t.json").read_text())["SpotPriceHistory"]
     assert [r["AvailabilityZone"] for r in records] == ["ca-central-1a", "ca-central-1b"]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from launch.inference import STATE_DIR_ENV, ServiceRecord
@@ -78,15 +79,19 @@ def test_a_bad_input_is_one_line_naming_it(env: dict[str, str], tmp_path: Path,
 
 
 def test_files_demo_writes_files_that_job_add_would_take(tmp_path: Path) -> None:
-    from workloads.inference.models import Mlp, array_shape
+    from workloads.inference.models import array_header, check_model_bounded
 
     done = subprocess.run([sys.executable, "-m", "invoke", "files-demo", "--dir",
                            str(tmp_path / "demo")], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     names = sorted(path.name for path in (tmp_path / "demo").iterdir())
-    assert names == ["small_label.npy", "small_model.npz", "small_testset.npy"]
-    model = Mlp.from_bytes((tmp_path / "demo" / "small_model.npz").read_bytes())
-    rows = array_shape((tmp_path / "demo" / "small_testset.npy").read_bytes(), "t", "iuf")
-    labels = array_shape((tmp_path / "demo" / "small_label.npy").read_bytes(), "l", "iu")
-    assert rows == (450, model.inputs) and labels == (450,)
+    assert names == [f"{size}_{kind}" for size in ("large", "small") for kind in (
+        "label.npy", "model.onnx", "testset.npy")]
+    for size in ("small", "large"):
+        shape, dtype = array_header((tmp_path / "demo" / f"{size}_testset.npy").read_bytes(),
+                                    "t")
+        labels = array_header((tmp_path / "demo" / f"{size}_label.npy").read_bytes(), "l")[0]
+        model = check_model_bounded((tmp_path / "demo" / f"{size}_model.onnx").read_bytes(),
+                                    "m", np.zeros((0, *shape[1:]), dtype))
+        assert model.accepts(shape, dtype) is None and labels == (450,)

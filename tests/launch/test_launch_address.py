@@ -14,7 +14,8 @@ import boto3
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-from launch.ray_jobs import run_job, use_token_auth_if_available, wait_for_end
+from launch.ray_jobs import run_job, wait_for_end
+from launch.ray_private import use_token_auth_if_available
 from launch.targets import Remote, run_remote
 from launch.watchdog import RunStalled
 from launch.workload import WorkloadRun

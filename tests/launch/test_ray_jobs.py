@@ -3,11 +3,13 @@ without Ray's own crash output (real samples from lab runs in ray_logs/)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from ray.job_submission import JobStatus
 
+from launch import ray_jobs
 from launch.ray_jobs import (
     RayTraceDiverter,
     ray_log_lines_shown,
@@ -177,3 +179,38 @@ def test_ray_trains_and_rays_own_log_lines_go_to_the_file_unless_verbose(
     for line in lines:
         diverter(line)
     assert verbose == lines and not (tmp_path / "verbose.log").exists()
+class _HeadDiesMidRun:
+    """A Jobs client whose log stream breaks off after one line, as when the head is killed
+    (Ray's SDK raises RuntimeError for a WebSocket closed abnormally)."""
+
+    def __init__(self) -> None:
+        self.stopped: list[str] = []
+
+    def submit_job(self, **_: object) -> str:
+        return "raysubmit_1"
+
+    async def _tail(self) -> AsyncIterator[str]:
+        yield "step 1\n"
+        raise RuntimeError("WebSocket connection closed unexpectedly with close code 1006")
+
+    def tail_job_logs(self, job_id: str) -> AsyncIterator[str]:
+        return self._tail()
+
+    def stop_job(self, job_id: str) -> bool:
+        self.stopped.append(job_id)
+        raise ConnectionRefusedError("the head is gone")
+
+
+def test_a_head_killed_mid_run_ends_the_run_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = _HeadDiesMidRun()
+    monkeypatch.setattr(ray_jobs, "jobs_client", lambda address, token: client)
+    shown: list[str] = []
+    with pytest.raises(ray_jobs.JobFailed) as failed:
+        ray_jobs.run_job("http://127.0.0.1:8265", tmp_path, ["-m", "x"], {}, show=shown.append,
+                         trace_log=tmp_path / "traces.log")
+    assert str(failed.value) == (
+        "Ray job raysubmit_1: its log stream from http://127.0.0.1:8265 broke off (WebSocket "
+        "connection closed unexpectedly with close code 1006); the cluster's head may be gone")
+    assert client.stopped == ["raysubmit_1"]  # it was asked to stop, in case it runs on
+    assert "step 1" in shown

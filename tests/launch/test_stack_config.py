@@ -98,6 +98,37 @@ PROBES = {
         "error: spotburst:spotCluster.nodePools.spotCpu.maxSize: 1000000000 is not allowed; "
         "expected an integer between 1 and 200",
     ),
+    "an alias bomb": (
+        "x: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+        + "".join(f"x{i}: &a{i} [{', '.join(['*a' if i == 0 else f'*a{i - 1}'] * 9)}]\n"
+                  for i in range(9))
+        + DEV,
+        "error: Pulumi.probe.yaml line 1, column 4: anchors and aliases (& and *) are not "
+        "allowed; write each value out",
+    ),
+    "an anchor alone": (
+        _dev(ADMIN, "spotburst:adminCidrs: &cidrs []"),
+        f"error: Pulumi.probe.yaml line {ADMIN_LINE}, column 25: anchors and aliases (& and *) "
+        "are not allowed; write each value out",
+    ),
+    "a key given twice": (
+        DEV + "  aws:region: eu-west-1\n",
+        f"error: Pulumi.probe.yaml line {len(DEV.splitlines()) + 1}, column 3: aws:region is "
+        "given twice",
+    ),
+    "nested too deep": (
+        _dev(ADMIN, "spotburst:adminCidrs: " + "[" * 10_000 + "]" * 10_000),
+        f"error: Pulumi.probe.yaml line {ADMIN_LINE}, column 55: nested deeper than 32 levels",
+    ),
+    "a misspelt aws key": (
+        _dev("  aws:region: us-east-1", "  aws:region: us-east-1\n  aws:regionn: eu-west-1"),
+        "error: aws:regionn: unknown key of the aws provider; did you mean aws:region?",
+    ),
+    "a misspelt namespace": (
+        _dev("  aws:region: us-east-1", "  aws:region: us-east-1\n  spotbust:maxHourlyUsd: 8"),
+        "error: spotbust:maxHourlyUsd: unknown namespace 'spotbust' (known: spotburst, aws, "
+        "kubernetes, eks, random, pulumi); did you mean spotburst:maxHourlyUsd?",
+    ),
     "both halves of the internet": (
         _dev(ADMIN, "spotburst:adminCidrs: [0.0.0.0/1, 128.0.0.0/1]"),
         "error: spotburst:adminCidrs: 0.0.0.0/1 opens the EKS API and SSH to more of the "

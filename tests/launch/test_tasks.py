@@ -98,14 +98,14 @@ def test_pulumi_tasks_without_the_cli_print_one_line_and_fail(tmp_path: Path) ->
 
 
 def test_run_tasks_take_their_flags_from_the_option_specs() -> None:
-    from launch.options import BURST_LAB_SPEC, BURST_RUN_SPEC, TARGET_SPEC
+    from launch.options import BURST_LAB_SPEC, BURST_RUN_SPEC, REQUIREMENTS_SPEC, TARGET_SPEC
     from workloads.burst.options import BURST_SPEC
     from workloads.doll.options import DOLL_SPEC
 
     found = _tasks()
     for name, specs in (
-        ("run_doll", (DOLL_SPEC, TARGET_SPEC)),
-        ("run_burst", (BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC)),
+        ("run_doll", (DOLL_SPEC, TARGET_SPEC, REQUIREMENTS_SPEC)),
+        ("run_burst", (BURST_SPEC, BURST_RUN_SPEC, BURST_LAB_SPEC, REQUIREMENTS_SPEC)),
     ):
         flags = [p for p in inspect.signature(found[name].body).parameters if p != "c"]
         assert flags == [o.dest for spec in specs for o in spec.user_options]
@@ -127,7 +127,8 @@ def test_bad_run_flags_print_one_line_naming_the_flag_and_exit_2(tmp_path: Path)
         ),
         (
             ["sweep-burst", "--bw", "30,fast"],
-            "error: --bw: expected a comma-separated list of numbers in (0, 10000], got '30,fast'",
+            "error: --bw: expected a comma-separated list of numbers in [0.1, 10000], "
+            "got '30,fast'",
         ),
         (
             ["run-burst", "--cloud-nodes", "9"],

@@ -183,9 +183,11 @@ def test_lab_tasks_without_root_print_one_line_and_exit_2() -> None:
 
 
 @pytest.mark.subprocess
-def test_lab_down_never_stops_a_recorded_pid_without_the_labs_marker(tmp_path: Path) -> None:
+def test_lab_down_never_stops_a_recorded_pid_without_the_labs_marker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stale record (its lab died) names PIDs that may be anyone's by now: only what
     carries the lab's marker is stopped; the record goes either way."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the lab's dir would be
     sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
     env = {key: value for key, value in os.environ.items() if key != MARKER_ENV}
     foreign = subprocess.Popen(sleep, env=env, stdout=subprocess.PIPE, text=True)

@@ -110,7 +110,8 @@ def test_the_meter_bills_on_demand_always_and_spot_while_up() -> None:
     (["spot-lab-up", "--spot", "many"],
      "error: --spot: expected an integer in [0, 16], got 'many'"),
     (["spot-lab-up", "--alpha", "0"], "error: --alpha: expected a number in (0, 1], got '0'"),
-    (["spot-lab-up", "--warning", "-1"], "error: --warning: expected a number > 0, got '-1'"),
+    (["spot-lab-up", "--warning", "-1"],
+     "error: --warning: expected a number in [0.01, 86400], got '-1'"),
     (["spot-lab-up", "--bid", "0.1"], "error: --trace: is required with --bid"),
     (["spot-lab-down", "--lab", "nope"], "error: --lab: no spot lab 'nope'"),
 ])

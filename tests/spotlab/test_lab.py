@@ -5,23 +5,30 @@ gives up started again, a lab that cannot come up) is in test_start.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import procs
+from launch.shared_data import lab_folder, put
 from procs import marked_pids
 from spotlab import SpotLab, SpotLabConfig, spot_lab
+from spotlab.lab import lab_status, shared_folder_of
+from spotlab.report import format_status
 from spotlab.state import STATE_DIR_ENV, node_marker, recorded_lab_ids, state_path
 from tests.helpers.processes import ctrl_c_as_from_a_terminal
 from tests.helpers.waiting import wait_until
+from vocab.shared_data import SHARED_ENV
 
 pytestmark = pytest.mark.ray
 
@@ -31,6 +38,8 @@ DRIVER = Path(__file__).with_name("spot_driver.py")
 SMALL = SpotLabConfig(spot=1, on_demand=0, cpus_per_node=1, alpha=1.0, warning_s=WARNING_S,
                       replace_delay_s=1.0, object_store_mb=80, dashboard=False)
 """One spot node never preempted by its chain (α = 1): the tests interrupt it by hand."""
+STAGED = "blobs.npz"
+EXAMPLE = REPO / "examples" / "elastic" / "shared_dataset_mlp.py"
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 """127.0.0.1 and ::1 (and 127.0.0.1 mapped into IPv6) as /proc/net/tcp{,6} write them."""
 BEYOND_LOOPBACK_ROLES = {"gcs", "node_manager", "object_manager", "dashboard_agent_grpc",
@@ -88,6 +97,7 @@ def assert_nothing_left(state: dict[str, Any], names: list[str]) -> None:
     ports = {port for node in state["nodes"] for port in node["ports"].values()}
     assert not ports & listening_ports(), "a lab port still listens"
     assert not Path(state["temp_dir"]).exists()
+    assert not shared_folder_of(lab_id).exists()
     assert lab_id not in recorded_lab_ids()
 
 
@@ -107,17 +117,23 @@ def lab(state_dir: Path) -> Iterator[SpotLab]:
 
 @pytest.fixture(scope="module")
 def preemption(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One preemption of spot-0 while a task runs there, and a task after it."""
+    """A file staged in the lab's shared folder (data-put), one preemption of spot-0 while a
+    task runs there, and a task after it on the replacement that reads the staged file."""
     out = tmp_path_factory.mktemp("observe") / "observe.jsonl"
+    staged = tmp_path_factory.mktemp("staged") / STAGED  # as docs/elastic.md writes it
+    subprocess.run([sys.executable, str(EXAMPLE), "--write-dataset", STAGED],
+                   cwd=staged.parent, check=True, timeout=120)
+    put(lab_folder(lab.lab_id), staged, None, progress=lambda line: None)
     driver = subprocess.Popen(
-        [sys.executable, str(DRIVER), str(out)], cwd=REPO, env={**os.environ, **lab.driver_env},
+        [sys.executable, str(DRIVER), str(out), STAGED, str(EXAMPLE)], cwd=REPO,
+        env={**os.environ, **lab.driver_env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         wait_until(lambda: out.exists() and out.read_text().count("\n") >= 2, 90,
                    "the observing task")
         lab.interrupt("spot-0")
-        stdout, stderr = driver.communicate(timeout=120)
+        stdout, stderr = driver.communicate(timeout=300)  # the replacement, then torch
     finally:
         procs.stop(driver)
     assert driver.returncode == 0, stderr[-2000:]
@@ -126,7 +142,8 @@ def preemption(lab: SpotLab, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     driver_result = next(line for line in reversed(stdout.splitlines()) if line.startswith("{"))
     return {"driver": json.loads(driver_result), "task": rows,
-            "events": lab.events(), "nodes": lab.nodes()}
+            "events": lab.events(), "nodes": lab.nodes(),
+            "staged_sha256": hashlib.sha256(staged.read_bytes()).hexdigest()}
 
 
 def first(events: list[dict[str, Any]], kind: str, node: str) -> dict[str, Any]:
@@ -195,6 +212,20 @@ def test_replacement_joins_and_takes_work(preemption: dict[str, Any]) -> None:
     assert join["notice_endpoint"] != first(events, "join", "spot-0")["notice_endpoint"]
 
 
+def test_a_file_staged_once_is_read_by_a_task_on_the_replacement(
+        lab: SpotLab, preemption: dict[str, Any]) -> None:
+    """data-put before the preemption; the replacement node (started after it) reads the
+    same bytes from SPOTBURST_SHARED, the lab's shared folder, which outlives its nodes, and
+    the example script's loader finds its dataset there."""
+    driver = preemption["driver"]
+    assert driver["shared"] == str(shared_folder_of(lab.lab_id))
+    assert driver["staged_sha256"] == preemption["staged_sha256"]
+    assert driver["samples"] == 12000
+    assert lab.driver_env[SHARED_ENV] == driver["shared"]
+    assert (f"shared folder {SHARED_ENV}={driver['shared']} (invoke data-ls --lab {lab.lab_id})"
+            in format_status(lab_status(lab.lab_id)))
+
+
 def test_the_state_file_keeps_live_nodes_only(preemption: dict[str, Any]) -> None:
     """spot-0 is gone (its history is in the events), its replacement is recorded."""
     assert sorted(node["name"] for node in preemption["nodes"]) == ["head", "spot-1"]
@@ -228,10 +259,14 @@ def test_the_lab_listens_on_loopback_but_where_ray_allows_no_choice(
 
 
 def test_two_labs_do_not_collide_and_an_exception_removes_one(lab: SpotLab) -> None:
+    """The second lab keeps its shared folder (--keep-data): all else of it goes."""
     first_lab_pids = {n["name"]: n["pid"] for n in lab.nodes()}
     with pytest.raises(RuntimeError, match="boom"):
-        with spot_lab(SMALL) as other:
+        with spot_lab(replace(SMALL, keep_data=True)) as other:
             state = snapshot(other.lab_id)
+            kept = shared_folder_of(other.lab_id)
+            (kept / "results.txt").write_text("kept")
+            assert other.driver_env[SHARED_ENV] == str(kept) != lab.driver_env[SHARED_ENV]
             # the first lab's live nodes: spot-0, preempted earlier, released its ports
             ours = [n for n in lab.nodes() if n["pid"] and procs.is_alive(n["pid"])]
             theirs = other.nodes()
@@ -241,6 +276,8 @@ def test_two_labs_do_not_collide_and_an_exception_removes_one(lab: SpotLab) -> N
             assert (other.temp_dir / "ray_auth_token").read_text() != (
                 lab.temp_dir / "ray_auth_token").read_text()
             raise RuntimeError("boom")
+    assert (kept / "results.txt").read_text() == "kept"
+    shutil.rmtree(kept)
     assert_nothing_left(state, [])
     assert {n["name"]: n["pid"] for n in lab.nodes()} == first_lab_pids
     assert procs.is_alive(first_lab_pids["head"])  # the first lab is untouched

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,11 @@ SLEEP = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep
 
 @pytest.fixture
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Records in a private folder, and the labs' temp dirs (tempfile's, which a record
+    must name to be followed) in this test's own."""
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "spotlabs"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     return tmp_path / "spotlabs"
 
 

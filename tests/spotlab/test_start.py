@@ -93,10 +93,12 @@ def test_workers_start_together_and_one_that_gives_up_is_started_again(
 def test_a_lab_that_cannot_come_up_says_why_in_one_line_and_leaves_nothing(
         state_dir: Path) -> None:
     """A temp dir too long for Ray's sockets (AF_UNIX paths end at 107 bytes): the head's
-    `ray start` fails each time it is started."""
+    `ray start` fails each time it is started. Its shared folder goes too, --keep-data or
+    not."""
     long_tmp = Path(tempfile.mkdtemp(prefix="t" * 90))
     done = subprocess.run(
-        [sys.executable, "-m", "invoke", "spot-lab-up", "--spot", "1", "--on-demand", "0"],
+        [sys.executable, "-m", "invoke", "spot-lab-up", "--spot", "1", "--on-demand", "0",
+         "--keep-data"],
         cwd=REPO, env={**os.environ, "TMPDIR": str(long_tmp)}, capture_output=True, text=True,
         timeout=600, check=False)
     assert done.returncode == 1, done.stderr[-2000:]
@@ -111,4 +113,6 @@ def test_a_lab_that_cannot_come_up_says_why_in_one_line_and_leaves_nothing(
     lab_id = last.removeprefix("error: spot lab ").split()[0]
     assert not procs.marked_pids(lab_id)
     assert recorded_lab_ids() == [] and not (long_tmp / f"sbs-{lab_id}").exists()
+    # nothing can have been staged in a lab that never came up: --keep-data keeps nothing
+    assert not (long_tmp / f"sbs-{lab_id}-shared").exists()
     shutil.rmtree(long_tmp)

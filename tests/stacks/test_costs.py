@@ -24,6 +24,8 @@ TABLE = {
                   "c5a.xlarge": {"on_demand": 0.2, "spot": 0.03},
                   "r5.xlarge": {"on_demand": 0.5, "spot": 0.2}},
     "elasticache": {},
+    "efs": {"standard_gb_month": 0.3, "infrequent_access_gb_month": 0.02,
+            "infrequent_access_read_gb": 0.01, "elastic_read_gb": 0.03, "elastic_write_gb": 0.06},
 }
 CPU_POOL = ["c5.xlarge", "c5a.xlarge"]  # 4 vCPUs each: 3.5 CPUs for pods
 
@@ -77,13 +79,14 @@ def test_every_item_at_both_scales_by_hand() -> None:
         ("on-demand m5.xlarge (pool head)", 1, 3),
         # three fixed 1.5-CPU workers: 1.5 + 1.5 on one node (0.5 left), the third on another
         ("spot c5.xlarge|c5a.xlarge (pool spot-cpu)", 2, 10),
+        ("EFS shared file system (no hourly charge; billed per GB)", 1, 1),
         ("on-demand r5.xlarge (burst login node)", 1, 1),
         ("on-demand r5.xlarge (burst HPC workers)", 2, 2),
         ("on-demand r5.xlarge (burst cloud nodes)", 1, 1),
     ]
     # a KMS key $7.3 a month = $0.01 an hour; the spot pool at the mean of 0.05 and 0.03
     assert [line.unit_price for line in cost.lines] == pytest.approx(
-        [0.1, 0.05, 0.01, 0.01, 0.2, 0.04, 0.5, 0.5, 0.5])
+        [0.1, 0.05, 0.01, 0.01, 0.2, 0.04, 0.0, 0.5, 0.5, 0.5])
     fixed = 0.1 + 2 * 0.05 + 4 * 0.01 + 2 * 0.01
     assert cost.hourly_min == pytest.approx(fixed + 1 * 0.2 + 2 * 0.04 + 4 * 0.5)
     assert cost.hourly_max == pytest.approx(fixed + 3 * 0.2 + 10 * 0.04 + 4 * 0.5)
@@ -94,7 +97,7 @@ def test_every_item_at_both_scales_by_hand() -> None:
 def test_the_ray_autoscaler_keeps_min_replicas_and_its_container_sits_beside_the_head() -> None:
     scaled = hourly_cost(_config([{"cpu": "1500m", "replicas": 3, "minReplicas": 1}],
                                  autoscaler=True), TABLE)
-    assert _rows(scaled)[-2:] == [
+    assert _rows(scaled)[-3:-1] == [
         ("on-demand m5.xlarge (pool head)", 1, 3),  # 2 + 0.5 (autoscaler) CPUs
         ("spot c5.xlarge|c5a.xlarge (pool spot-cpu)", 1, 10),
     ]

@@ -109,7 +109,7 @@ def test_the_stack_program_exports_under_the_named_outputs() -> None:
              outputs.SPOT_CLUSTER_NAME, outputs.SPOT_CLUSTER_POOLS, outputs.BURST_INSTANCE_IDS,
              outputs.BURST_PRIVATE_IPS, outputs.BURST_HEAD_ADDRESS, outputs.BURST_SITE_CIDRS,
              outputs.BURST_EFS, outputs.BURST_TOKEN_PARAMETER,
-             outputs.SPOT_INTERRUPTION_TEMPLATES}
+             outputs.SPOT_INTERRUPTION_TEMPLATES, outputs.SHARED_FILE_SYSTEM}
     named |= {*outputs.ray_cluster_outputs("doll"), outputs.raycluster_name("doll")}
     assert set(run.outputs) == named
     assert set(read_interruption_templates(run.outputs, "dev")) == {"spot-cpu"}  # doll's pool

@@ -54,7 +54,7 @@ def drive(run: PolicyRun, seconds: int) -> list[list[bool]]:
     ups = []
     for now in range(1, seconds + 1):
         run._bill(float(now))
-        run._step_chains(float(now))
+        run._step(float(now))
         run._apply_states(float(now))
         ups.append([slot.up for slot in run.fleet.slots])
     run._bill(float(seconds + 1))

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -165,3 +166,61 @@ def test_fallback_stand_ins_keep_the_stream_so_no_point_is_lost(servers: Servers
     assert summary["batches"] == SMALL.batches and summary["duplicates_rejected"] == 0
     on_demand_cost = 4 * 0.286 * summary["finish_s"] / 3600
     assert summary["cost"] < on_demand_cost
+
+
+EXAMPLE_POLICY = Path(__file__).resolve().parents[2] / "examples" / "doll" / "keep_ahead.py"
+FAILING_POLICY = """
+class Broken:
+    def decide(self, state):
+        if state.time_s > 0.5:
+            return [state.workers]
+        return range(state.workers)
+"""
+
+
+def test_a_user_policy_and_uniform_progress_run_on_a_capacity_trace(
+    servers: Servers, tmp_path: Path
+) -> None:
+    capacity = tmp_path / "capacity.json"
+    capacity.write_text(json.dumps({"metadata": {"gap_seconds": 300},
+                                    "data": [4, 4, 2, 0, 1, 3, 4, 4, 2, 4]}))
+    broken = tmp_path / "broken.py"
+    broken.write_text(FAILING_POLICY)
+    config = replace(
+        SMALL, out=str(tmp_path / "run"), capacity_trace=capacity, policy_file=broken,
+        policies=("uniform-progress", f"{broken}:Broken", "on-demand"),
+    )
+    lines: list[str] = []
+    storage = run_experiment(config, lines.append, servers)
+    policies = json.loads(storage.read_bytes("summary.json"))["policies"]
+    # the broken policy fails alone, in one line; the others still run
+    assert set(policies["Broken"]) == {"failed"}
+    assert re.fullmatch(r"policy Broken failed at t=\d+\.\ds: decide returned worker 4, "
+                        r"outside range\(4\)", policies["Broken"]["failed"])
+    assert sum(line.startswith("error: policy Broken failed") for line in lines) == 1
+    assert policies["uniform-progress"]["batches"] == SMALL.batches
+    assert policies["on-demand"]["cost_ratio"] == 1.0
+    rows = read_records(storage, "capacity")
+    assert {row["policy"] for row in rows} == {"uniform-progress", "on-demand"}
+    assert all(row["spot_running"] <= row["spot_capacity"] for row in rows)
+    up_rows = [row for row in rows if row["policy"] == "uniform-progress"]
+    assert {row["spot_capacity"] for row in up_rows} >= {0, 4}
+    # capacity falling under the running spot instances preempts them
+    assert policies["uniform-progress"]["preemptions"] >= 1
+    events = read_records(storage, "uniform-progress_events")
+    assert any(event["event"] == "notice" for event in events)
+    provenance = json.loads(storage.read_bytes("provenance.json"))
+    assert provenance["inputs"]["capacity_trace"]["sha256"] == sha256_of(capacity)
+    assert provenance["inputs"]["policy_file"]["sha256"] == sha256_of(broken)
+    draw(tmp_path / "run")  # the failed policy has nothing to draw and is left out
+
+
+def test_the_example_policy_runs_beside_the_built_ins(servers: Servers) -> None:
+    config = replace(SMALL, policies=(f"{EXAMPLE_POLICY}:KeepAhead",))
+    result = asyncio.run(
+        PolicyRun(config.policies[0], config, servers, lambda line: None).run()
+    )
+    assert result.summary["batches"] == SMALL.batches
+    assert result.summary["preemptions"] > 0
+    assert set(result.records) == {f"KeepAhead_{kind}"
+                                   for kind in ("timeline", "test", "updates", "events")}

@@ -48,6 +48,24 @@ def test_paper_preset_sets_the_seed_scale_and_given_flags_win() -> None:
     assert demo.preset is None and len(demo.schedule) == 3
 
 
+def test_checkpoint_to_shared_puts_them_in_the_shared_folder_and_keeps_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads.elastic.experiment import NoSharedFolder, checkpoint_storage
+
+    assert ELASTIC_SPEC.parse([]).checkpoint_to == "bucket"
+    options = ELASTIC_SPEC.parse(["--checkpoint-to", "shared"])
+    monkeypatch.setenv("SPOTBURST_SHARED", str(tmp_path))
+    with checkpoint_storage(options) as (storage, filesystem):
+        assert Path(storage).parent == tmp_path / "checkpoints" and filesystem is None
+        (Path(storage) / "checkpoint_000001").mkdir()
+    assert (Path(storage) / "checkpoint_000001").is_dir()  # outlives the run
+    monkeypatch.delenv("SPOTBURST_SHARED")
+    with pytest.raises(NoSharedFolder, match=r"^--checkpoint-to shared: this Ray cluster has "
+                                             r"no shared folder \(SPOTBURST_SHARED"):
+        with checkpoint_storage(options):
+            pass
+
+
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()

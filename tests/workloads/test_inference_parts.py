@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from workloads.inference.models import (
-    Mlp,
     ModelFileError,
+    OnnxModel,
     array_from_bytes,
     array_shape,
     array_to_bytes,
+    check_model_bounded,
+    cnn_onnx,
+    first_rows,
+    mlp_onnx,
+    read_signature,
 )
 from workloads.inference.scheduler import Scheduler, fair_shares
 from workloads.inference.stats import latency_stats, spread, window_cost, window_rate
@@ -115,11 +121,15 @@ def test_rate_window_counts_only_recent_completions_and_a_young_job_by_its_age()
     assert window_cost([], now=1.0, window_s=10.0) is None
 
 
-def test_model_round_trips_and_a_pickled_file_is_refused() -> None:
-    weights = (np.eye(3, dtype=np.float32), np.ones((3, 2), np.float32))
-    biases = (np.zeros(3, np.float32), np.array([0.0, 1.0], np.float32))
-    model = Mlp.from_bytes(Mlp(weights, biases).to_bytes())
-    assert model.predict_one(np.array([1.0, 0.0, 0.0], np.float32)) == 1
+def identity_model(inputs: int = 2, classes: int = 2) -> bytes:
+    """A one-layer network whose answer is the index of the largest of the first inputs."""
+    return mlp_onnx([np.eye(inputs, classes, dtype=np.float32)], [np.zeros(classes)], "m")
+
+
+def test_an_onnx_model_answers_argmax_and_a_pickled_file_is_refused() -> None:
+    model = OnnxModel(identity_model(3, 3))
+    assert model.predict(np.array([[1.0, 0.0, 0.0], [0, 0, 5]], np.float32)).tolist() == [0, 2]
+    assert model.predict(np.array([[0, 7, 1]], np.uint8)).tolist() == [1]  # converted
     buffer = io.BytesIO()
     np.save(buffer, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(ModelFileError, match="labels: a .npy array of object"):
@@ -127,8 +137,10 @@ def test_model_round_trips_and_a_pickled_file_is_refused() -> None:
     with pytest.raises(ModelFileError, match="labels: a .npy array of object"):
         array_shape(buffer.getvalue(), "labels")  # job-add reads the header alone
     assert array_shape(array_to_bytes(np.zeros((7, 64), np.float32)), "t") == (7, 64)
-    with pytest.raises(ModelFileError, match="m: not a model file"):
-        Mlp.from_bytes(array_to_bytes(np.zeros(3)), "m")
+    with pytest.raises(ModelFileError, match="m: not an ONNX model"):
+        read_signature(array_to_bytes(np.zeros(3)), "m")
+    rows = np.arange(24).reshape(4, 2, 3)
+    assert (first_rows(array_to_bytes(rows), "t", 2) == rows[:2]).all()
 
 
 def test_a_npy_header_that_claims_more_rows_than_the_file_holds_is_refused() -> None:
@@ -145,22 +157,43 @@ def test_a_npy_header_that_claims_more_rows_than_the_file_holds_is_refused() -> 
         array_shape(real, "labels", kinds="iu")
 
 
-def test_a_model_whose_arrays_do_not_make_layers_is_refused() -> None:
-    def npz(**arrays: np.ndarray) -> bytes:
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)  # type: ignore[arg-type]
-        return buffer.getvalue()
+def _model_with(node: str, shape: list[int | str], opset: int = 17, **attributes: Any
+                ) -> bytes:
+    from onnx import TensorProto, helper
 
-    for arrays, expected in (
-            ({"w0": np.zeros((3, 2)), "b0": np.zeros(2), "x": np.zeros(1)}, "expected arrays"),
-            ({"w0": np.zeros((3, 2)), "b0": np.zeros(5)}, "layer 0 has weights"),
-            ({"w0": np.zeros(3), "b0": np.zeros(3)}, "layer 0 has weights"),
-            ({"w0": np.zeros((3, 2)), "b0": np.zeros(2), "w1": np.zeros((4, 1)),
-              "b1": np.zeros(1)}, "do not chain")):
-        with pytest.raises(ModelFileError, match=expected):
-            Mlp.from_bytes(npz(**arrays), "m")
-    with pytest.raises(ModelFileError, match="not a model file"):
-        Mlp.from_bytes(b"PK\x03\x04 not a zip", "m")
+    graph = helper.make_graph(
+        [helper.make_node(node, ["x"], ["y"], **attributes)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+@pytest.mark.subprocess
+def test_a_model_the_service_cannot_run_is_refused_in_one_line_by_a_bounded_check() -> None:
+    probe = np.zeros((2, 1, 8, 8), np.uint8)
+    cnn = cnn_onnx([(np.ones((2, 1, 3, 3)), np.zeros(2))], (np.ones((32, 3)), np.zeros(3)),
+                   "c")
+    signature = check_model_bounded(cnn, "cnn", probe)
+    assert (signature.dtype, signature.shape) == ("float32", (1, 8, 8))
+    assert signature.accepts((5, 1, 8, 8), np.dtype(np.uint8)) is None
+    assert signature.accepts((5, 64), np.dtype(np.uint8)) == "shape"
+    assert signature.accepts((5, 1, 8, 8), np.dtype(np.float64)) == "dtype"
+    for data, expected in (
+            (b"\x08\x07garbage", "bad: not an ONNX model"),
+            (_model_with("Relu", ["N", 4], opset=11), "bad: ONNX opset 11; the service runs "
+                                                      "opset 13 or newer"),
+            (_model_with("Relu", [4, 4]), "bad: its input 'x' has a fixed first axis of 4"),
+            (_model_with("Relu", []), "bad: its input 'x' has no batch axis"),
+            (_model_with("NoSuchOperator", ["N", 4]), "bad: ONNX Runtime cannot run it"),
+            (_model_with("Flatten", ["N", 4], axis=0), "bad: its first output has shape "
+                                                       "(1, 8) for a batch of 2")):
+        with pytest.raises(ModelFileError) as refused:
+            check_model_bounded(data, "bad", np.zeros((2, 4), np.float32))
+        assert str(refused.value).startswith(expected) and "\n" not in str(refused.value)
+    with pytest.raises(ModelFileError, match="bad: ONNX Runtime did not load and run it"):
+        check_model_bounded(cnn, "bad", probe, timeout_s=0.01)
 
 
 def test_the_command_check_accepts_what_the_cli_sends_and_nothing_else() -> None:
@@ -192,7 +225,8 @@ def test_the_command_check_accepts_what_the_cli_sends_and_nothing_else() -> None
 def test_a_stored_job_record_is_checked_like_a_command() -> None:
     from workloads.inference.coordinator import Job, StoredRecordError, new_run_id
 
-    good = Job("b", "m", "t", "l", 20, 450).record()
+    good = Job("b", "m", "t", "l", 20, 450, digests={role: "ab" * 32 for role in (
+        "model", "testset", "labels")}).record()
     assert Job.from_record("b", good).sub_jobs == 23
     running = {**good, "state": "running", "run_id": new_run_id("b"), "started_at": 1.0}
     assert Job.from_record("b", running).state == "running"
@@ -203,7 +237,8 @@ def test_a_stored_job_record_is_checked_like_a_command() -> None:
             ({"state": "running"}, "run_id ''"), ({"state": "lost"}, "state"),
             ({"run_id": "c-0123abcd", "state": "done"}, "run_id"),
             ({"added_at": float("inf")}, "added_at"), ({"error": 5}, "error"),
-            ({"model": "../x"}, "--model")):
+            ({"model": "../x"}, "--model"), ({"digests": {}}, "digests"),
+            ({"digests": {**good["digests"], "model": "../x"}}, "digests")):
         with pytest.raises(StoredRecordError, match=expected):
             Job.from_record("b", {**good, **change})
     with pytest.raises(StoredRecordError, match="fields differ"):
@@ -270,10 +305,8 @@ def test_the_summary_counts_a_planted_lost_and_duplicated_answer(tmp_path: objec
 
     assert isinstance(tmp_path, Path)
     store = LocalStorage(tmp_path)
-    model = Mlp((np.array([[1.0, 0.0], [0.0, 1.0]], np.float32),),
-                (np.zeros(2, np.float32),))
     queries = np.array([[1, 0], [0, 1], [2, 0], [0, 3]], np.float32)
-    store.write_bytes("files/tiny_model", model.to_bytes())
+    store.write_bytes("files/tiny_model", identity_model())
     store.write_bytes("files/tiny_testset", array_to_bytes(queries))
     store.write_bytes("files/tiny_label", array_to_bytes(np.array([0, 1, 0, 0])))
     job = {"run_id": "tiny-0123abcd", "reruns": 2, "duplicates_discarded": 1}
@@ -390,3 +423,26 @@ def test_a_hold_stops_a_running_sub_job_between_two_answers_and_keeps_it_there()
     assert holding == {"run_id": "small-1", "sub_job": 4, "answered": answered[0], "of": 10**9}
     assert answered[0] >= 1
     assert runner.is_alive()  # it waits there, half-done, for its process to die
+
+
+def test_the_speed_benchmark_fails_when_the_service_misses_0_8_of_onnx_runtime() -> None:
+    from benchmarks.inference_speed import targets
+    from benchmarks.report import exit_code
+
+    def row(model: str, ms: float, ratio: float) -> dict[str, object]:
+        return {"model": model, "batch": 100, "ort_ms_per_query": ms, "ratio": ratio}
+
+    assert exit_code(targets([row("small", 0.001, 0.3), row("large", 0.15, 0.85)])) == 0
+    assert exit_code(targets([row("small", 0.001, 0.3), row("large", 0.15, 0.75)])) == 1
+    assert exit_code(targets([row("small", 0.001, 0.9), row("large", 0.05, 0.9)])) == 1
+    assert exit_code(targets([row("small", 0.02, 0.9), row("large", 0.15, 0.9)])) == 1
+
+
+def test_a_model_over_the_size_limit_is_refused_before_it_is_parsed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads.inference import models
+
+    monkeypatch.setattr(models, "MAX_MODEL_BYTES", 100)
+    with pytest.raises(ModelFileError,
+                       match=r"^m: \d+ bytes, more than the 100 a model may take$"):
+        read_signature(identity_model(50, 50), "m")

@@ -36,10 +36,11 @@ from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE, Job
 from workloads.inference.endpoint import read_endpoint, send_command
 from workloads.inference.models import (
     Bundle,
-    Mlp,
+    OnnxModel,
     array_from_bytes,
     array_to_bytes,
     make_bundle,
+    tiled,
 )
 from workloads.inference.service import ServiceError, call
 
@@ -73,9 +74,7 @@ def fill_store(path: Path, bundle: Bundle, repeat: int) -> Storage:
     store = open_storage(str(path))
     for name, data in bundle.files.items():
         if name.endswith(("_testset", "_label")):
-            array = array_from_bytes(data, name)
-            tiled = np.tile(array, (repeat, 1) if array.ndim == 2 else repeat)
-            data = array_to_bytes(tiled)
+            data = array_to_bytes(tiled(array_from_bytes(data, name), repeat))
         store.write_bytes(f"files/{name}", data)
     return store
 
@@ -197,10 +196,10 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
         assert job["processed"] == job["queries"]
         merged = _read_output(store, job["run_id"])
         assert merged["ids"] == list(range(job["queries"]))
-        model = Mlp.from_bytes(store.read_bytes(f"files/{size}_model"))
+        model = OnnxModel(store.read_bytes(f"files/{size}_model"))
         queries = array_from_bytes(store.read_bytes(f"files/{size}_testset"), "t")
         assert merged["answered"] == job["queries"] == len(queries)
-        assert merged["predictions"] == [model.predict_one(q) for q in queries]
+        assert merged["predictions"] == model.predict(queries).tolist()
         assert job["accuracy"] > 0.9
     # every sub-job a victim held ran again (its part was written after the victim froze)
     # and is counted as re-run, though the coordinator that saw the victims die is not the
@@ -242,16 +241,24 @@ def _read_output(store: Storage, run_id: str) -> dict[str, Any]:
 
 def test_commands_refuse_bad_input_naming_what_was_wrong(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
-    running_service(bundle, repeat=1)
+    store = running_service(bundle, repeat=1)
+    store.write_bytes("files/long_testset", array_to_bytes(np.zeros((100_001, 64), np.uint8)))
+    store.write_bytes("files/long_label", array_to_bytes(np.zeros(100_001, np.uint8)))
     refusals: dict[tuple[Any, ...], str] = {
+        ("job_add", "j", "small_model", "long_testset", "long_label", 1):
+            "--batch-size: 100001 queries in batches of 1 make 100001 sub-jobs, more than "
+            "100000",
         ("job_start", "nope"): "unknown job 'nope'",
         ("job_add", "j", "missing_model", "small_testset", "small_label", 5):
             "--model: no file 'missing_model' in the store",
         ("job_add", "j", "small_model", "small_testset", "small_label", 0): "--batch-size",
         ("job_add", "j", "small_label", "small_testset", "small_label", 5):
-            "small_label: not a model file",
-        ("job_add", "j", "large_model", "small_label", "small_label", 5):
-            "--testset: 'small_label' has shape",
+            "small_label: not an ONNX model",
+        ("job_add", "j", "large_model", "small_testset", "small_label", 5):
+            "--testset: 'small_testset' holds uint8 of shape (450, 64); model 'large_model' "
+            "takes float32 of shape (N, 1, 8, 8)",
+        ("job_add", "j", "small_model", "small_testset", "small_testset", 5):
+            "--labels: 'small_testset' has shape (450, 64); the test set has 450 queries",
     }
     for args, expected in refusals.items():
         with pytest.raises(ServiceError) as refused:
@@ -266,6 +273,14 @@ def test_commands_refuse_bad_input_naming_what_was_wrong(
     for method, expected in (("job_start", "already running"), ("job_remove", "job-stop it")):
         with pytest.raises(ServiceError, match=expected):
             call(method, "j")
+    # job-start checks the files again: one changed behind the service's back is refused
+    store.write_bytes("files/other_label", store.read_bytes("files/small_label"))
+    call("job_add", "k", "small_model", "small_testset", "other_label", 5)
+    store.write_bytes("files/other_label", array_to_bytes(np.zeros(450, np.int64)))
+    with pytest.raises(ServiceError, match="job 'k': its labels 'other_label' changed in "
+                                           "the store since job-add"):
+        call("job_start", "k")
+    assert call("job_status", "k")["jobs"]["k"]["state"] == "idle"
 
 
 @pytest.mark.subprocess
@@ -417,14 +432,16 @@ def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
             ("job_add", ("keep", "small_model", "small_testset", "small_label", 5),
              "already exists"),
             ("job_add", ("c", "small_label", "small_testset", "small_label", 5),
-             "not a model file"),
+             "not an ONNX model"),
             ("job_stop", ("keep",), "not running"))
     for method, args, expected in refusals:
         with pytest.raises(ServiceError, match=expected):
             call(method, *args)
         incarnation = _kill_coordinator_and_wait(f"the refused {method}")
     # a record no command could have written, planted in the store: skipped, reported
-    planted = Job("bad", "small_model", "small_testset", "small_label", 10, 450).record()
+    planted = Job("bad", "small_model", "small_testset", "small_label", 10, 450,
+                  digests={"model": "0" * 64, "testset": "0" * 64,
+                           "labels": "0" * 64}).record()
     store.write_bytes("service/jobs/bad.json",
                       json.dumps({**planted, "batch_size": 1.5}).encode())
     commands: tuple[tuple[str, tuple[Any, ...]], ...] = (
@@ -446,10 +463,168 @@ def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
         "state"] == "done" and answer["jobs"]["keep"], 120.0, "the job done")
     merged = _read_output(store, final["run_id"])
     assert merged["ids"] == list(range(18_000)) and final["processed"] == 18_000
-    model = Mlp.from_bytes(store.read_bytes("files/small_model"))
+    model = OnnxModel(store.read_bytes("files/small_model"))
     queries = array_from_bytes(store.read_bytes("files/small_testset"), "t")
-    assert merged["predictions"] == [model.predict_one(q) for q in queries]
+    assert merged["predictions"] == model.predict(queries).tolist()
     # job-remove takes the job's parts and output with it
     assert call("job_remove", "keep")["removed"]
     assert not [name for name in store.names() if name.startswith("jobs/")]
     assert not [name for name in store.names() if name.startswith("service/jobs/")]
+
+
+def _status_of(name: str) -> dict[str, Any] | None:
+    try:
+        return dict(call("job_status", name, timeout_s=2.0)["jobs"][name])
+    except ServiceError:
+        return None
+
+
+def test_a_status_call_reading_the_store_does_not_hold_up_scheduling(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """job-status reads each finished job's output from the store outside the coordinator's
+    lock: while that read hangs (the output a FIFO whose writer waits), another job is
+    started and its sub-jobs dispatched and answered."""
+    store = running_service(bundle, repeat=1)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 20)
+    call("job_start", "small")
+    done = wait_until(lambda: (job := _status_of("small")) and job["state"] == "done" and job,
+                      120.0, "the small job done")
+    output = Path(store.uri) / "jobs" / done["run_id"] / "output.json"
+    content = output.read_bytes()
+    output.unlink()
+    os.mkfifo(output)
+    writer: int | None = None
+    try:
+        coordinator = ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE)
+        pending: Any = coordinator.command.remote("job_status", [])
+
+        def reader_waiting() -> int | None:
+            try:  # opens once the coordinator has the FIFO open for reading
+                return os.open(output, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return None
+
+        writer = wait_until(reader_waiting, 30.0, "the status call reading the output")
+        call("job_add", "large", "large_model", "large_testset", "large_label", 20)
+        call("job_start", "large")
+        wait_until(lambda: (job := _status_of("large")) and job["processed"] > 0, 60.0,
+                   "a sub-job of the large job answered while the read hangs")
+        assert ray.wait([pending], timeout=0)[0] == [], "the status call did not wait"
+        os.set_blocking(writer, True)
+        with os.fdopen(writer, "wb") as out:
+            writer = None
+            out.write(content)
+        answer = ray.get(pending, timeout=30)
+        assert answer["jobs"]["small"]["accuracy"] == json.loads(content)["accuracy"]
+    finally:
+        if writer is not None:
+            os.close(writer)  # the reader sees an empty output and answers
+        output.unlink()
+        output.write_bytes(content)
+
+
+def unseen_model() -> bytes:
+    """A classifier of a kind the project ships nothing like: a (N, 3, 4, 5) input, averaged
+    over its last axis, flattened, a linear layer and a softmax to 7 classes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["cube"], ["mean"], axes=[3], keepdims=0),
+         helper.make_node("Flatten", ["mean"], ["flat"], axis=1),
+         helper.make_node("MatMul", ["flat", "w"], ["logits"]),
+         helper.make_node("Softmax", ["logits"], ["probabilities"], axis=-1)],
+        "unseen", [helper.make_tensor_value_info("cube", TensorProto.DOUBLE,
+                                                 ["batch", 3, 4, 5])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.DOUBLE, ["batch", 7])],
+        [numpy_helper.from_array(rng.normal(size=(12, 7)), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    return bytes(model.SerializeToString())
+
+
+@pytest.mark.subprocess
+def test_a_model_of_a_kind_never_seen_is_served_through_the_cli_unchanged(
+        lab: SpotLab, tmp_path: Path, running_service: Callable[..., Storage],
+        bundle: Bundle) -> None:
+    store = running_service(bundle, repeat=1, workers=2)
+    state = tmp_path / "inference-state"
+    env = {**os.environ, STATE_DIR_ENV: str(state)}
+    save_record(lab, store, state)
+    rng = np.random.default_rng(6)
+    queries = rng.normal(size=(301, 3, 4, 5)).astype(np.float32)  # float32 rows: converted
+    labels = rng.integers(0, 7, size=301)
+    for name, data in (("cube.onnx", unseen_model()), ("cube_testset.npy", queries),
+                       ("cube_label.npy", labels)):
+        path = tmp_path / name
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            np.save(path, data)
+
+    def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    for local, name in (("cube.onnx", "cube"), ("cube_testset.npy", "cube_testset"),
+                        ("cube_label.npy", "cube_label")):
+        assert invoke("files-put", str(tmp_path / local), name).returncode == 0
+    added = invoke("job-add", "cube", "--model", "cube", "--testset", "cube_testset",
+                   "--labels", "cube_label", "--batch-size", "40")
+    assert added.returncode == 0 and "8 sub-jobs" in added.stdout, added.stderr
+    # a file a job uses is not replaced; one line, exit 2, the store unchanged
+    kept = store.read_bytes("files/cube_label")
+    replaced = invoke("files-put", str(tmp_path / "cube_testset.npy"), "cube_label")
+    assert replaced.returncode == 2 and replaced.stderr.strip() == (
+        "error: NAME 'cube_label': job 'cube' uses it (job-remove the job first, or put the "
+        "file under another name)")
+    assert store.read_bytes("files/cube_label") == kept
+    # a test set the model does not take: both shapes named, nothing added
+    refused = invoke("job-add", "flat", "--model", "cube", "--testset", "small_testset",
+                     "--labels", "small_label")
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "error: --testset: 'small_testset' holds uint8 of shape (450, 64); model 'cube' "
+        "takes float64 of shape (N, 3, 4, 5)")
+    assert invoke("job-start", "cube").returncode == 0
+    status = wait_until(lambda: (done := invoke("job-status", "--name", "cube", "--json"))
+                        and json.loads(done.stdout)["jobs"]["cube"]["state"] == "done"
+                        and json.loads(done.stdout)["jobs"]["cube"], 120.0, "the job done")
+    answers = OnnxModel(unseen_model()).predict(queries)
+    assert status["processed"] == 301 and "flat" not in call("job_status")["jobs"]
+    assert status["accuracy"] == pytest.approx(float(np.mean(answers == labels)), abs=1e-12)
+    merged = _read_output(store, status["run_id"])
+    assert merged["predictions"] == answers.tolist()
+
+
+def reshaping_model() -> bytes:
+    """A model that answers a batch of two (what job-add's check runs) but not of ten: its
+    first output always has two rows."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "two_rows"], ["y"])], "reshaping",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([2, -1], np.int64), "two_rows")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def test_a_model_that_fails_on_a_worker_fails_its_job_and_nothing_else(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    store = running_service(bundle, repeat=1, workers=2)
+    store.write_bytes("files/odd_model", reshaping_model())
+    store.write_bytes("files/odd_testset", array_to_bytes(np.ones((30, 4), np.float32)))
+    store.write_bytes("files/odd_label", array_to_bytes(np.zeros(30, np.int64)))
+    call("job_add", "odd", "odd_model", "odd_testset", "odd_label", 10)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 30)
+    call("job_start", "odd")
+    call("job_start", "small")
+    jobs = wait_until(lambda: (status := _status_or_none()) and all(
+        job["state"] in ("done", "failed") for job in status["jobs"].values())
+        and status["jobs"], 120.0, "both jobs ended")
+    assert jobs["odd"]["state"] == "failed"
+    assert "odd_model: its first output has shape (2, 20) for a batch of 10" in \
+        jobs["odd"]["error"] and "\n" not in jobs["odd"]["error"]
+    assert jobs["small"]["state"] == "done" and jobs["small"]["processed"] == 450

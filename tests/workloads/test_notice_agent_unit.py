@@ -15,7 +15,7 @@ import pytest
 from spotlab.endpoint import NoticeEndpoint
 from vocab.spot import NOTICE_AGENT_FILES, NOTICE_AGENT_MODULE
 from vocab.spot_budget import AWS_BUDGET, lab_budget
-from workloads.common.notice_agent import NoticeAgent, main
+from workloads.common.notice_agent import NoticeAgent, main, token_file_problem
 from workloads.common.spot_notice import NoticeWatcher
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,12 +170,36 @@ def test_the_command_line_needs_the_nodes_address(capsys: pytest.CaptureFixture[
         NoticeAgent(NoticeWatcher("http://127.0.0.1:1"), FakeGcs(), None, None, 1.0)
 
 
+def test_the_agent_will_not_start_without_a_readable_token_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A spot pod's agent reads the cluster's token from the Secret mounted as a file: a
+    missing or empty file is one line and exit 2 at start, not a refused drain at the
+    notice."""
+    token = tmp_path / "auth_token"
+    argv = ["--gcs-address", "127.0.0.1:1", "--node-ip", "127.0.0.1"]
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (f"notice agent: RAY_AUTH_TOKEN_PATH={token}: the Ray "
+                                       "token cannot be read (No such file or directory)\n")
+    token.write_text("\n")
+    assert main(argv) == 2
+    assert "the Ray token file is empty" in capsys.readouterr().err
+    token.write_text("x" * 32 + "\n")
+    assert token_file_problem({"RAY_AUTH_TOKEN_PATH": str(token)}) is None
+    assert token_file_problem({}) is None
+
+
 def _project_imports(path: Path) -> set[str]:
-    """The project modules a file imports, anywhere in it (a function's imports too)."""
+    """The project modules a file imports, anywhere in it (a function's imports too; `from a
+    import b` counts the module `a.b` too when there is one)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
                  else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names += [f"{node.module}.{alias.name}" for alias in node.names
+                      if REPO.joinpath(*node.module.split("."), f"{alias.name}.py").exists()]
         found.update(name for name in names if name.split(".")[0] in ("vocab", "workloads",
                                                                       "spotlab", "launch",
                                                                       "procs", "stacks",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,8 +17,8 @@ from workloads.burst.calibration import Calibration, calibrate
 from workloads.burst.cluster import NodeInfo, alive_nodes, head_node, task_cpus
 from workloads.burst.cpu import CpuMeter, parse_site_namespaces, site_meter
 from workloads.burst.data import DataSource, RunContext
-from workloads.burst.inputs import TaskSpec, ensure_inputs
-from workloads.burst.options import BurstOptions
+from workloads.burst.inputs import TaskSpec, ensure_inputs, ensure_own_inputs, own_location
+from workloads.burst.options import OWN, BurstOptions
 from workloads.burst.scheduling.base import RunResult, RunSetup, Say, Scheduler
 from workloads.burst.scheduling.data_aware import DataAwareScheduler
 from workloads.burst.scheduling.default import DefaultScheduler
@@ -27,6 +28,7 @@ from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.storage import Storage
+from workloads.common.user_code import place
 
 SCHEDULERS: dict[str, Scheduler] = {
     "default": DefaultScheduler(),
@@ -35,9 +37,14 @@ SCHEDULERS: dict[str, Scheduler] = {
 
 
 def data_source(config: BurstOptions) -> DataSource:
+    """Where the inputs are: the on-prem folder or the bucket (own inputs: a sub-folder of
+    it per set of inputs)."""
+    own = "" if config.inputs is None or config.kind != OWN else "/" + own_location(
+        config.inputs)
     if config.data == "nfs":
-        return DataSource("nfs", str(Path(config.data_dir).resolve()))
-    source = DataSource("s3", f"s3://{config.bucket}/{config.s3_prefix}", config.s3_endpoint)
+        return DataSource("nfs", str(Path(config.data_dir).resolve()) + own)
+    source = DataSource("s3", f"s3://{config.bucket}/{config.s3_prefix}{own}",
+                        config.s3_endpoint)
     if config.s3_endpoint:
         _ensure_bucket(str(config.bucket), config.s3_endpoint)
     return source
@@ -45,9 +52,9 @@ def data_source(config: BurstOptions) -> DataSource:
 
 def _ensure_bucket(bucket: str, endpoint_url: str) -> None:
     """A local S3 starts empty: create the bucket there (a real bucket comes from the stack)."""
-    import boto3
+    from workloads.common.aws_client import aws_client
 
-    client = boto3.client("s3", endpoint_url=endpoint_url)
+    client = aws_client("s3", endpoint_url=endpoint_url)
     if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
         client.create_bucket(Bucket=bucket)
 
@@ -90,8 +97,10 @@ def run_setup(
         )
     workers = {n.node_id: n for n in nodes if n.is_worker}
     warm_workers(workers, cpus)
+    script = None if config.script is None else place(config.script)
+    workload = Workload(config.kind, config.seed, server, script, config.function)
     try:
-        yield RunSetup(context, Workload(config.workload, config.seed, server), workers, cpus)
+        yield RunSetup(context, workload, workers, cpus)
     finally:
         if server is not None:
             ray.kill(server)
@@ -110,7 +119,7 @@ def run_one(
 ) -> tuple[RunResult, dict[str, Any]]:
     with run_setup(name, config, source, nodes, cpus) as setup:
         say(
-            f"[{name}] {len(tasks)} {config.workload} tasks, {cpus} CPUs each, on "
+            f"[{name}] {len(tasks)} {config.kind} tasks, {cpus} CPUs each, on "
             + ", ".join(f"{n.role} {n.ip} ({n.cpus} CPUs)" for n in setup.nodes.values())
         )
         before = meter.read()
@@ -151,8 +160,11 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     if site_cpus:
         say("CPUs per site: " + ", ".join(f"{site} {cpu_list(ids)}"
                                           for site, ids in site_cpus.items()))
-    cache = None if config.inputs_cache is None else Path(config.inputs_cache)
-    tasks = ensure_inputs(config, source.storage(), say, cache)
+    if config.kind == OWN and config.inputs is not None:
+        tasks = ensure_own_inputs(config.inputs, source.storage(), say)
+    else:
+        cache = None if config.inputs_cache is None else Path(config.inputs_cache)
+        tasks = ensure_inputs(config, source.storage(), say, cache)
     results: dict[str, RunResult] = {}
     extras: dict[str, dict[str, Any]] = {}
     passes = []
@@ -169,6 +181,8 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     writer = ResultsWriter("burst", config.out, config.s3_endpoint)
     for name, result in results.items():
         writer.add_records(f"tasks_{name}", result.records)
+        if config.kind == OWN:
+            writer.add_file(f"outputs/{name}.jsonl", own_outputs(tasks, result.records))
     inputs = {}
     if config.profile_file and Path(config.profile_file).is_file():
         inputs["profile"] = Path(config.profile_file)
@@ -184,6 +198,13 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     say(format_table(summary))
     say(f"results: {storage.uri}")
     return storage
+
+
+def own_outputs(tasks: list[TaskSpec], records: list[dict[str, Any]]) -> bytes:
+    """outputs/<scheduler>.jsonl: one row {"input", "result"} per input, in input order."""
+    results = {record["task"]: record["output"] for record in records}
+    return "".join(json.dumps({"input": task.name, "result": results[task.name]},
+                              sort_keys=True) + "\n" for task in tasks).encode()
 
 
 def cpu_list(ids: list[int]) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from workloads.burst.options import BurstOptions
+from workloads.burst.options import OWN, BurstOptions, entry_files, own_entries
 from workloads.common.storage import LocalStorage, Storage
 
 MANIFEST = "manifest.json"
@@ -39,6 +39,7 @@ class TaskSpec:
     files: tuple[str, ...]
     nbytes: int
     labels: tuple[int, ...] = ()
+    root: str = ""  # own inputs: the entry's path relative to the data location
 
 
 def generated_image(side_w: int, side_h: int, label: int, rng: np.random.Generator) -> bytes:
@@ -181,6 +182,54 @@ def ensure_inputs(
     say(f"inputs: generating {config.tasks} {config.workload} tasks at {storage.uri}")
     tasks = _generate(params, storage,
                       InputsProgress(config.tasks, "generated", say, progress_every_s))
+    _write_manifest(storage, params, tasks)
+    say(f"inputs: {sum(t.nbytes for t in tasks) / 1e6:.1f} MB in {len(tasks)} tasks")
+    return tasks
+
+
+# --- your own inputs (--script): every entry of --inputs is one task's input -----------------
+
+
+def own_parameters(folder: Path) -> dict[str, int | str]:
+    """What identifies a set of own inputs: a digest of every file's name, size and
+    modification time (the same folder, unchanged, is not copied twice)."""
+    listing = [
+        [path.relative_to(folder).as_posix(), path.stat().st_size, path.stat().st_mtime_ns]
+        for entry in own_entries(folder) for path in entry_files(entry)
+    ]
+    digest = hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+    return {"workload": OWN, "inputs": digest}
+
+
+def own_location(folder: Path) -> str:
+    """The sub-folder (or key prefix) of the data location that holds these inputs: one per
+    set of inputs, so no file of another set is ever seen beside an input."""
+    return f"own-{own_parameters(folder)['inputs']}"
+
+
+def ensure_own_inputs(folder: Path, storage: Storage, say: Say = print,
+                      progress_every_s: float = PROGRESS_EVERY_S) -> list[TaskSpec]:
+    """Every entry of `folder` as one task, its files copied to `storage` (the on-prem file
+    system or the bucket) unless a manifest says they are there already."""
+    params = own_parameters(folder)
+    tasks = _read_manifest(storage, params)
+    if tasks is not None:
+        say(f"inputs: reusing {len(tasks)} tasks at {storage.uri}")
+        return tasks
+    entries = own_entries(folder)
+    say(f"inputs: copying {len(entries)} inputs from {folder} to {storage.uri}")
+    progress = InputsProgress(len(entries), "copied", say, progress_every_s)
+    tasks = []
+    for index, entry in enumerate(entries):
+        files, total = [], 0
+        for path in entry_files(entry):
+            key = path.relative_to(folder).as_posix()
+            data = path.read_bytes()
+            storage.write_bytes(key, data)
+            files.append(key)
+            total += len(data)
+            progress.wrote(len(data), index)
+        tasks.append(TaskSpec(entry.name, index, tuple(files), total, root=entry.name))
     _write_manifest(storage, params, tasks)
     say(f"inputs: {sum(t.nbytes for t in tasks) / 1e6:.1f} MB in {len(tasks)} tasks")
     return tasks

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vocab.names import NAME, shown
 from workloads.burst.cpu import parse_site_namespaces
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
@@ -23,6 +24,12 @@ GB = 1 << 30
 MAX_INPUT_PIXEL_BYTES = 16 * GB
 """Inputs are generated on the HPC site's disk and cross the shaped link: 16 GB is hours."""
 DEFAULT_CALIBRATION_TASKS = 3
+OWN = "own"
+"""The workload of a run of the user's own task function (--script)."""
+CALLABLE = "callable"
+"""The workload of burst_map: a function of the researcher's own driver (workloads.burst.api)."""
+SHORT_FLAGS = {"-f": "--script"}
+MAX_OWN_INPUTS = 10_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +38,18 @@ class BurstOptions:
         "image",
         "image (per-image transform) or param-server (per-directory gradients)",
         choices=WORKLOADS,
+    )
+    script: Path | None = option(
+        None,
+        "your task file: every entry of --inputs is one task, which calls its --function "
+        "with the path where that input is on the node that runs it (replaces --workload)",
+    )
+    function: str = option(
+        "process", "--script: the task function, called as function(path); its return "
+        "(JSON) is the task's result"
+    )
+    inputs: Path | None = option(
+        None, "--script: a folder whose every entry (a file or a folder) is one task's input",
     )
     data: str = option(
         "nfs", "nfs (inputs on the on-prem file system) or s3 (inputs in a bucket)", choices=DATA
@@ -66,7 +85,8 @@ class BurstOptions:
     task_cpus: int | None = option(
         None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
     )
-    s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs")
+    s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs (names joined by "
+                            "'/', each a name as --lab's)")
     inputs_cache: str | None = option(
         None,
         "a local directory of generated inputs kept across runs: inputs with the same "
@@ -115,6 +135,10 @@ class BurstOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if not all(NAME.matches(part) for part in self.s3_prefix.split("/")):
+            raise OptionError("--s3-prefix", f"expected names joined by '/', each {NAME.rule}, "
+                              f"got {shown(self.s3_prefix)}")
+        self._check_own()
         try:
             parse_site_namespaces(self.site_netns)
         except ValueError as error:
@@ -128,6 +152,34 @@ class BurstOptions:
             raise OptionError("--calibration-tasks", f"at most {self.timeable} with "
                               f"{self.tasks} task{'s' if self.tasks > 1 else ''} (each node "
                               f"computes one of them untimed first)")
+
+    def _check_own(self) -> None:
+        """--script and --inputs come together; --inputs is a folder of entries."""
+        if self.script is None and self.inputs is None:
+            return
+        if self.script is None:
+            raise OptionError("--inputs", "is the inputs of your task file: give --script too")
+        if self.inputs is None:
+            raise OptionError("--script", "needs --inputs, the folder of the tasks' inputs")
+        if not self.function.isidentifier():
+            raise OptionError("--function", f"expected a Python name, got {self.function!r}")
+        if not self.inputs.is_dir():
+            raise OptionError("--inputs", f"{self.inputs}: no such folder")
+        entries = own_entries(self.inputs)
+        if not entries:
+            raise OptionError("--inputs", f"{self.inputs} holds no entry (each file or "
+                              "folder in it is one task's input)")
+        empty = next((entry for entry in entries if not entry_files(entry)), None)
+        if empty is not None:
+            raise OptionError("--inputs", f"{empty} is a folder without files: an input "
+                              "holds data")
+        if len(entries) > MAX_OWN_INPUTS:
+            raise OptionError("--inputs", f"{len(entries)} entries, at most {MAX_OWN_INPUTS}")
+
+    @property
+    def kind(self) -> str:
+        """The workload that runs: the user's own (--script), or --workload."""
+        return OWN if self.script is not None else self.workload
 
     @property
     def timeable(self) -> int:
@@ -144,6 +196,8 @@ class BurstOptions:
     @property
     def input_pixel_bytes(self) -> int:
         """RGB bytes of every generated input image (what is generated, stored and moved)."""
+        if self.kind == OWN:
+            return 0
         if self.workload == "image":
             return self.images * self.image_side**2 * 3
         per_image = self.ps_image_side * (self.ps_image_side * 5 // 4) * 3
@@ -151,6 +205,8 @@ class BurstOptions:
 
     @property
     def tasks(self) -> int:
+        if self.inputs is not None and self.kind == OWN:
+            return len(own_entries(self.inputs))
         return self.images if self.workload == "image" else self.directories
 
     def parameters(self) -> dict[str, Any]:
@@ -158,8 +214,24 @@ class BurstOptions:
         values["schedulers"] = list(self.schedulers)
         values["profile_file"] = None if self.profile_file is None else str(self.profile_file)
         values["site_netns"] = None if self.site_netns is None else list(self.site_netns)
+        values["script"] = None if self.script is None else str(self.script)
+        values["inputs"] = None if self.inputs is None else str(self.inputs)
         values["calibration_tasks"] = self.calibration_count  # what the run applies
         return values
+
+
+def own_entries(folder: Path) -> list[Path]:
+    """The entries of an --inputs folder, one task each, in name order (hidden ones left
+    out)."""
+    return sorted((entry for entry in folder.iterdir() if not entry.name.startswith(".")),
+                  key=lambda entry: entry.name)
+
+
+def entry_files(entry: Path) -> list[Path]:
+    """The files of one input: the entry itself, or every file under it, in name order."""
+    if entry.is_file():
+        return [entry]
+    return sorted(path for path in entry.rglob("*") if path.is_file())
 
 
 def runnable(options: BurstOptions) -> None:
@@ -171,8 +243,8 @@ def runnable(options: BurstOptions) -> None:
 BURST_SPEC = OptionSpec(
     BurstOptions,
     prog="python -m workloads.burst",
-    description="HPC->cloud burst workloads (image, param-server) under Ray's default "
-    "scheduler and a data-aware streaming scheduler; writes summary.json, records, "
-    "provenance.json.",
+    description="HPC->cloud burst workloads (image, param-server, or your own task function "
+    "with --script) under Ray's default scheduler and a data-aware streaming scheduler; "
+    "writes summary.json, records, outputs, provenance.json.",
     complete=runnable,
 )

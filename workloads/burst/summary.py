@@ -173,7 +173,7 @@ def summarize(
         "target": config.target,
         "bandwidth_mbit": rate,  # null: the link was not shaped
         "profile": config.profile,
-        "workload": config.workload,
+        "workload": config.kind,
         "data": config.data,
         "task_count": len(tasks),
         "input_bytes": sum(t.nbytes for t in tasks),

@@ -3,8 +3,10 @@ schedulers; the default scheduler's task moves its own data first when it must).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,15 +15,24 @@ import ray
 from workloads.burst import compute
 from workloads.burst.data import RunContext, fetch, get_keeping_resources, read_inputs, unstage
 from workloads.burst.inputs import TaskSpec
+from workloads.burst.options import CALLABLE, OWN
+from workloads.common.user_code import function_of, local_path
+
+
+class TaskFunctionError(Exception):
+    """The user's task function raised on an input, or returned what JSON cannot hold."""
 
 
 @dataclass(frozen=True)
 class Workload:
     """Which computation runs, and (param-server) the actor that receives the gradients."""
 
-    kind: str  # "image" or "param-server"
+    kind: str  # "image", "param-server" or "own"
     seed: int
     parameter_server: Any = None
+    script: dict[str, str] | None = None  # own: the task file, as each node finds it
+    function: str = "process"
+    fn: Any = None  # callable: burst_map's function, sent with the task by Ray
 
 
 @ray.remote(num_cpus=0)
@@ -44,6 +55,43 @@ class AsyncParameterServer:
     def stats(self) -> dict[str, float]:
         norm = float(np.sqrt(sum(float((w**2).sum()) for w in self.weights.values())))
         return {"updates": self.updates, "weight_norm": norm}
+
+
+def own_input_path(context: RunContext, task: TaskSpec, site: str) -> Path:
+    """Where the task's input is read on this node: in place when this site sees the data,
+    else in the task's staging folder (its files checked there)."""
+    if context.source.visible_at(site):
+        return Path(context.source.uri) / task.root
+    target = context.stage_dir(task)
+    missing = [name for name in task.files if not (target / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"task {task.name}: {len(missing)} input files not staged "
+                                f"in {target} (first: {missing[0]})")
+    return target / task.root
+
+
+def call_own(workload: Workload, task: TaskSpec, path: Path) -> dict[str, Any]:
+    """The user's function on one input; what it raises, or a result JSON cannot hold, is a
+    TaskFunctionError naming the input (the user's traceback chained to it)."""
+    if workload.fn is not None:
+        function = workload.fn
+    else:
+        assert workload.script is not None
+        function = function_of(local_path(workload.script), workload.function, "--script",
+                               "--function")
+    try:
+        value = function(str(path))
+    except Exception as error:
+        raise TaskFunctionError(f"{workload.function}() raised on input "
+                                f"{task.name!r}: {type(error).__name__}: "
+                                f"{' '.join(str(error).split())}") from error
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise TaskFunctionError(f"{workload.function}() returned a "
+                                f"{type(value).__name__} on input {task.name!r}, which JSON "
+                                f"cannot hold ({error})") from None
+    return {"output": value}
 
 
 def _compute(workload: Workload, task: TaskSpec, files: list[bytes]) -> dict[str, Any]:
@@ -88,8 +136,10 @@ def run_task(
                       transfer_cpu_s=time.process_time() - cpu)
     try:
         start, cpu = time.time(), time.process_time()
-        files = read_inputs(context, task, site)
-        record.update(_compute(workload, task, files))
+        if workload.kind in (OWN, CALLABLE):
+            record.update(call_own(workload, task, own_input_path(context, task, site)))
+        else:
+            record.update(_compute(workload, task, read_inputs(context, task, site)))
         record.update(compute_start=start, compute_end=time.time(),
                       compute_cpu_s=time.process_time() - cpu)
     finally:

@@ -17,9 +17,11 @@ came then). Every step is one JSON line on stdout and, with `--events`, appended
 file (the spot lab's events.jsonl). It runs until SIGTERM or SIGINT.
 
 The GCS side is Ray's private `GcsClient.drain_node` (what `ray drain-node` and `ray start`'s
-SIGTERM handler call), held in RayNodeDrainer alone and pinned by a test against a real
-cluster (tests/workloads/test_notice_agent.py): it takes the node id as HEX text; the binary
-id its docstring asks for is accepted and drains nothing.
+SIGTERM handler call), reached through the seam (workloads/common/ray_private.py) by
+RayNodeDrainer alone and pinned by a test against a real cluster
+(tests/workloads/test_notice_agent.py): it takes the node id as HEX text; the binary id its
+docstring asks for is accepted and drains nothing. The agent reads the cluster's token from
+the file RAY_AUTH_TOKEN_PATH names, and will not start while that file is missing or empty.
 
 Runs from the worker's image without the project installed: it imports the standard
 library, Ray and the files of vocab/spot.py's NOTICE_AGENT_FILES only (a spot pod mounts
@@ -30,17 +32,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from vocab.spot import SPOT_WARNING_S
 from vocab.spot_budget import BudgetError, lab_budget
+from workloads.common import ray_private
 from workloads.common.spot_notice import NoticeError, NoticeWatcher
 
 DRAIN_RPC_TIMEOUT_S = 5.0
@@ -50,6 +54,7 @@ WARM_UP_EVERY_S = 1.0
 """Before any notice, how often the agent tries to reach the GCS and find its node until it
 has (its node may join after it starts)."""
 DEADLINE_TOLERANCE_S = 0.5
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 CAUSE_NOTICE = "notice"
 CAUSE_REBALANCE = "rebalance"
 
@@ -65,8 +70,9 @@ class Drainer(Protocol):
 
 
 class RayNodeDrainer:
-    """Ray's GCS client, with the cluster's token from the environment (RAY_AUTH_MODE,
-    RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH). The only place the agent touches Ray."""
+    """Ray's GCS client, with the cluster's token from the file RAY_AUTH_TOKEN_PATH names (a
+    spot pod mounts the cluster's Secret there; RAY_AUTH_MODE=token). The only place the
+    agent touches Ray, through the seam (workloads/common/ray_private.py)."""
 
     def __init__(self, gcs_address: str, timeout_s: float = DRAIN_RPC_TIMEOUT_S) -> None:
         self.gcs_address = gcs_address
@@ -77,35 +83,21 @@ class RayNodeDrainer:
     def client(self) -> Any:
         """Connected on first use: a pod's agent may start before the head does."""
         if self._client is None:
-            from ray._raylet import GcsClient  # type: ignore[attr-defined]
-
-            self._client = GcsClient(address=self.gcs_address)
+            self._client = ray_private.gcs_client(self.gcs_address)
         return self._client
 
     def find_node(self, node_ip: str | None, node_manager_port: int | None) -> str | None:
-        infos = self.client.get_all_node_info(timeout=self.timeout_s)
-        for node_id, info in infos.items():
-            if info.state != 0:  # GcsNodeInfo.ALIVE
+        for node in ray_private.alive_nodes(self.client, self.timeout_s):
+            if node_ip is not None and node.ip != node_ip:
                 continue
-            if node_ip is not None and info.node_manager_address != node_ip:
+            if node_manager_port is not None and node.node_manager_port != node_manager_port:
                 continue
-            if node_manager_port is not None and info.node_manager_port != node_manager_port:
-                continue
-            return str(node_id.hex())
+            return node.node_id
         return None
 
     def drain(self, node_id: str, deadline_epoch_s: float, message: str) -> tuple[bool, str]:
-        from ray.core.generated import autoscaler_pb2
-
-        accepted, why_not = self.client.drain_node(
-            node_id,  # hex text: GcsClient decodes it with NodeID.FromHex
-            autoscaler_pb2.DrainNodeReason.Value(  # type: ignore[attr-defined]
-                "DRAIN_NODE_REASON_PREEMPTION"),
-            message,
-            int(deadline_epoch_s * 1000),
-            timeout=self.timeout_s,
-        )
-        return bool(accepted), str(why_not)
+        return ray_private.drain_for_preemption(self.client, node_id, deadline_epoch_s,
+                                                message, self.timeout_s)
 
 
 @dataclass
@@ -228,6 +220,20 @@ def line_recorder(events: Path | None) -> Callable[[dict[str, Any]], None]:
     return record
 
 
+def token_file_problem(environ: Mapping[str, str]) -> str | None:
+    """What keeps the agent from reading the Ray token at RAY_AUTH_TOKEN_PATH (unset: Ray
+    finds the token as it does for any process), None when nothing: found at start, not when
+    the first notice's drain is refused."""
+    path = environ.get(TOKEN_PATH_ENV)
+    if not path:
+        return None
+    try:
+        token = Path(path).read_text()
+    except OSError as error:
+        return f"{TOKEN_PATH_ENV}={path}: the Ray token cannot be read ({error.strerror})"
+    return None if token.strip() else f"{TOKEN_PATH_ENV}={path}: the Ray token file is empty"
+
+
 def parser() -> argparse.ArgumentParser:
     default_poll = lab_budget(SPOT_WARNING_S).poll_s
     made = argparse.ArgumentParser(
@@ -262,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     poll_s = budget.poll_s if args.poll is None else args.poll
     if not poll_s > 0:
         made.error(f"--poll must be > 0, got {poll_s:g}")
+    if (problem := token_file_problem(os.environ)) is not None:
+        print(f"notice agent: {problem}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

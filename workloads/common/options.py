@@ -20,10 +20,12 @@ made with `option(...)`; the field's annotation is the option's type:
 
 Types: int, float, str (with `choices`: a choice), bool (a switch), Path, tuple[str, ...] /
 tuple[int, ...] / tuple[float, ...] (a comma-separated list, never empty, no repeats), and
-any of them `| None` (default None: not set). Bounds: `minimum` (≥), `above` (>), `maximum`
-(≤). The flag is `--<field-name-with-dashes>` unless `flag=` says otherwise. `launcher=True`
-marks what the launcher sets for each target (results folder, target label, lab paths): those
-are flags of the workload but not of the user's invoke task.
+any of them `| None` (default None: not set); a path's parts fit a file system's limits.
+A text that becomes part of a path takes `pattern=NAME` (vocab.names), said in `--help`.
+Bounds: `minimum` (≥), `above` (>), `maximum` (≤). The flag is `--<field-name-with-dashes>`
+unless `flag=` says otherwise. `launcher=True` marks what the launcher sets for each target
+(results folder, target label, lab paths): those are flags of the workload but not of the
+user's invoke task.
 
 From the spec come:
 - `spec.parser()`: the workload's argparse (`--help` lists every option, its default);
@@ -58,6 +60,7 @@ from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar
 
 from vocab.errors import UserError
+from vocab.names import NamePattern, fits_file_system, shown
 
 METADATA_KEY = "spotburst.option"
 PRESET_FIELD = "preset"
@@ -67,6 +70,7 @@ values it applied."""
 T = TypeVar("T")
 MAX_CHOICES_WORD = 24
 """Longer choices show as CHOICE in an invoke task's help: its flag column must stay narrow."""
+PATH_WORDS = "a path (each part at most 255 bytes)"
 
 
 class OptionError(UserError, ValueError):
@@ -89,6 +93,7 @@ class OptionInfo:
     minimum: float | None = None
     above: float | None = None
     maximum: float | None = None
+    pattern: NamePattern | None = None
     launcher: bool = False
 
 
@@ -102,6 +107,7 @@ def option(
     minimum: float | None = None,
     above: float | None = None,
     maximum: float | None = None,
+    pattern: NamePattern | None = None,
     launcher: bool = False,
 ) -> Any:
     """A dataclass field that is also a command-line option (see the module docstring).
@@ -114,6 +120,7 @@ def option(
         minimum=minimum,
         above=above,
         maximum=maximum,
+        pattern=pattern,
         launcher=launcher,
     )
     return field(default=default, metadata={METADATA_KEY: info})
@@ -168,9 +175,9 @@ class Option:
             else:
                 value = item
         except ValueError:
-            self.fail(repr(text))
+            self.fail(shown(text))
         if not self._allowed(value):
-            self.fail(repr(text))
+            self.fail(shown(text))
         return value
 
     # --- checks of a typed value -----------------------------------------------------
@@ -186,7 +193,7 @@ class Option:
             items = (value,)
         for item in items:
             if not self._typed(item) or not self._allowed(item):
-                self.fail(repr(item) if isinstance(item, str) else str(item))
+                self.fail(shown(item) if isinstance(item, str) else str(item))
 
     def _typed(self, value: Any) -> bool:
         if self.base is float:
@@ -199,6 +206,10 @@ class Option:
         info = self.info
         if info.choices and value not in info.choices:
             return False
+        if info.pattern is not None and not info.pattern.matches(value):
+            return False
+        if self.base is Path and not fits_file_system(value):
+            return False
         if self.base in (int, float):
             if info.minimum is not None and not value >= info.minimum:
                 return False
@@ -210,12 +221,14 @@ class Option:
 
     def expected(self) -> str:
         """What a good value looks like, in words."""
-        noun = {int: "an integer", float: "a number", Path: "a path", bool: "a switch"}.get(
+        noun = {int: "an integer", float: "a number", Path: PATH_WORDS, bool: "a switch"}.get(
             self.base, "a text"
         )
         info = self.info
         if info.choices:
             noun = "one of " + ", ".join(info.choices)
+        if info.pattern is not None:
+            noun = info.pattern.rule
         bounds = _bounds(info.minimum, info.above, info.maximum)
         words = f"{noun} {bounds}".strip()
         if self.is_list:
@@ -245,6 +258,11 @@ class Option:
 
     def help_text(self) -> str:
         """The help, with the default (an unset default is explained by the help itself)."""
+        if self.info.pattern is not None:
+            return f"{self._help_with_default()} ({self.info.pattern.rule})"
+        return self._help_with_default()
+
+    def _help_with_default(self) -> str:
         if self.base is bool or self.default is None:
             return self.info.help
         if self.base is Path and not self.is_list:  # a shipped file: its name says enough
@@ -276,6 +294,9 @@ def _plain(value: Any) -> str:
 
 
 def _number(value: float) -> str:
+    """A bound as written: whole numbers in full (4294967295, not 4.29497e+09)."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
     return f"{value:g}"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,6 +15,8 @@ from urllib.parse import urlparse
 from vocab.errors import UserError
 
 SCRATCH_SUFFIX = ".part"
+MISSING_KEY_CODES = ("NoSuchKey", "404")
+"""S3's error codes for a key that is not there: GET says NoSuchKey, HEAD (no body) 404."""
 
 
 def write_atomically(path: Path, data: bytes, private: bool = False) -> None:
@@ -49,7 +53,9 @@ class Storage(Protocol):
 
     def write_bytes(self, name: str, data: bytes) -> None: ...
 
-    def read_bytes(self, name: str) -> bytes: ...
+    def read_bytes(self, name: str) -> bytes:
+        """The bytes of file `name` (FileNotFoundError if there is none)."""
+        ...
 
     def names(self) -> list[str]: ...
 
@@ -106,11 +112,11 @@ class S3Storage:
     """Files under `s3://bucket/prefix/`, through boto3 (endpoint_url for a local S3)."""
 
     def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None) -> None:
-        import boto3  # imported here so local-only runs never need AWS configuration
+        from workloads.common.aws_client import aws_client
 
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self._client: Any = boto3.client("s3", endpoint_url=endpoint_url)
+        self._client: Any = aws_client("s3", endpoint_url=endpoint_url, whole_answer=False)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
@@ -119,9 +125,10 @@ class S3Storage:
         self._client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
 
     def read_bytes(self, name: str) -> bytes:
-        body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(name))[
-            "Body"
-        ].read()
+        with self._missing_as_not_found(name):
+            body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(name))[
+                "Body"
+            ].read()
         return body
 
     def names(self) -> list[str]:
@@ -133,15 +140,22 @@ class S3Storage:
         return sorted(found)
 
     def size(self, name: str) -> int:
+        with self._missing_as_not_found(name):
+            head = self._client.head_object(Bucket=self.bucket, Key=self._key(name))
+        return int(head["ContentLength"])
+
+    @contextmanager
+    def _missing_as_not_found(self, name: str) -> Iterator[None]:
+        """S3's answer for a missing key (NoSuchKey from a GET, a bare 404 from a HEAD) as
+        the FileNotFoundError every store raises; any other error as it came."""
         from botocore.exceptions import ClientError
 
         try:
-            head = self._client.head_object(Bucket=self.bucket, Key=self._key(name))
+            yield
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
-                raise FileNotFoundError(self._key(name)) from None
+            if error.response.get("Error", {}).get("Code") in MISSING_KEY_CODES:
+                raise FileNotFoundError(f"s3://{self.bucket}/{self._key(name)}") from None
             raise
-        return int(head["ContentLength"])
 
     def remove(self, name: str) -> None:
         self._client.delete_object(Bucket=self.bucket, Key=self._key(name))

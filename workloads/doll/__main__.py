@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import sys
 
+from vocab.errors import UserError
 from workloads.common.options import fail
 from workloads.common.ray_session import ray_session
-from workloads.common.spot_market.trace import TraceError, load_trace
-from workloads.doll.experiment import run_experiment
+from workloads.doll.experiment import check_inputs, run_experiment
 from workloads.doll.options import DOLL_SPEC, DollOptions
 
 
 def run(options: DollOptions) -> int:
     try:
-        load_trace(options.trace, options.zone, options.product)
-    except TraceError as error:
+        check_inputs(options)
+    except UserError as error:
         return fail(error)
     print("starting Ray", flush=True)
     with ray_session():

@@ -9,7 +9,7 @@ on-demand worker is always up and always pays.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 TOLERANCE = 1e-9
 
@@ -70,6 +70,27 @@ def expected_cost(
     return hourly * expected_finish_s(rates, spot, work, alpha) / 3600.0
 
 
+def cheapest_spot_set(
+    rates: Sequence[float],
+    feasible: Callable[[list[int]], bool],
+    cost: Callable[[list[int]], float],
+) -> list[int]:
+    """The one greedy loop of both spot sizings: make the slowest workers spot (equal rates:
+    in index order), one at a time, while the set stays feasible and its cost keeps
+    falling."""
+    chosen: list[int] = []
+    best = cost(chosen)
+    for index in sorted(range(len(rates)), key=lambda i: rates[i]):
+        candidate = [*chosen, index]
+        if not feasible(candidate):
+            break
+        candidate_cost = cost(candidate)
+        if candidate_cost >= best:
+            break
+        chosen, best = candidate, candidate_cost
+    return chosen
+
+
 def greedy_spot_set(
     rates: Sequence[float],
     work: float,
@@ -78,24 +99,14 @@ def greedy_spot_set(
     spot_price: float,
     on_demand_price: float,
 ) -> list[int]:
-    """Heterogeneous rates: make the slowest workers spot, one at a time, while the expected
-    total spot rate stays within the limit and the expected cost keeps falling."""
+    """Heterogeneous rates: the cheapest spot set whose expected total spot rate stays
+    within the limit."""
     limit = spot_rate_limit(rates, work, deadline_s, alpha)
-    chosen: list[int] = []
-    cost = expected_cost(rates, chosen, work, alpha, spot_price, on_demand_price)
-    spot_rate = 0.0
-    for index in sorted(range(len(rates)), key=lambda i: rates[i]):
-        if spot_rate + rates[index] > limit + TOLERANCE:
-            break
-        candidate_cost = expected_cost(
-            rates, [*chosen, index], work, alpha, spot_price, on_demand_price
-        )
-        if candidate_cost >= cost:
-            break
-        chosen.append(index)
-        cost = candidate_cost
-        spot_rate += rates[index]
-    return chosen
+    return cheapest_spot_set(
+        rates,
+        lambda spot: sum(rates[i] for i in spot) <= limit + TOLERANCE,
+        lambda spot: expected_cost(rates, spot, work, alpha, spot_price, on_demand_price),
+    )
 
 
 def allocate(

@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from workloads.common.spot_market.preemption import STEPS_SCALE
-from workloads.doll.allocation import Spot, expected_cost, spot_shares
+from workloads.doll.allocation import Spot, cheapest_spot_set, expected_cost, spot_shares
 
 DEFAULT_TARGET = 0.9
 
@@ -189,19 +189,13 @@ def chance_spot_set(
     when spot is not cheaper or the deadline is gone."""
     if spot_price >= on_demand_price or horizon_s <= 0:
         return []
-    chosen: list[int] = []
-    cost = expected_cost(rates, chosen, work, alpha, spot_price, on_demand_price)
-    for index in sorted(range(len(rates)), key=lambda i: rates[i]):
-        candidate = [*chosen, index]
-        probability = deadline_probability(
-            rates, candidate, work, horizon_s, model, down_now, from_start
-        )
-        if probability < model.target:
-            break
-        candidate_cost = expected_cost(rates, candidate, work, alpha, spot_price, on_demand_price)
-        if candidate_cost >= cost:
-            break
-        chosen, cost = candidate, candidate_cost
+    chosen = cheapest_spot_set(
+        rates,
+        lambda spot: deadline_probability(
+            rates, spot, work, horizon_s, model, down_now, from_start
+        ) >= model.target,
+        lambda spot: expected_cost(rates, spot, work, alpha, spot_price, on_demand_price),
+    )
     return sorted(chosen)
 
 

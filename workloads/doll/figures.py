@@ -34,7 +34,8 @@ def accuracy_at_cost(storage: LocalStorage, policy: str) -> tuple[np.ndarray, np
 def draw(folder: Path) -> list[Path]:
     storage = LocalStorage(folder)
     summary = read_json(storage, "summary.json")
-    policies = list(summary["policies"])
+    # a policy that failed has no records to draw
+    policies = [name for name, result in summary["policies"].items() if "failed" not in result]
     drawn = []
 
     figure, axes = plt.subplots(figsize=(6, 4))

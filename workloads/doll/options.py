@@ -11,7 +11,8 @@ from workloads.common.options import OptionError, OptionSpec, check_fields, opti
 from workloads.common.results import ResultsOptions
 from workloads.common.spot_market.trace import DEFAULT_TRACE
 
-POLICIES = ("on-demand", "static", "adaptive", "static-paper", "adaptive-paper", "fallback")
+POLICIES = ("on-demand", "static", "adaptive", "static-paper", "adaptive-paper", "fallback",
+            "uniform-progress")
 DEFAULT_POLICIES = ("on-demand", "static", "adaptive")
 PAPER_REFRESH_S = 2.0  # the paper's preemption-chain step, in real seconds
 PREEMPTION_MODES = ("markov", "kill")
@@ -25,11 +26,12 @@ MAX_WORKERS = 256
 class DollOptions(ResultsOptions):
     policies: tuple[str, ...] = option(
         DEFAULT_POLICIES,
-        "comma-separated policies to run, in order: static/adaptive meet the deadline with "
+        "comma-separated policies to run, in order: " + ", ".join(POLICIES) + ", or your "
+        "own as FILE.py:Class (see docs/doll.md). static/adaptive meet the deadline with "
         "--deadline-probability; static-paper/adaptive-paper are the paper's formulas; "
-        "fallback (extension) runs all on spot with on-demand stand-ins during outages",
+        "fallback (extension) runs all on spot with on-demand stand-ins during outages; "
+        "uniform-progress is Can't Be Late's baseline",
         flag="--policy",
-        choices=POLICIES,
     )
     workers: int = option(16, "N, the number of stream workers (Ray actors)", minimum=1,
                          maximum=MAX_WORKERS)
@@ -53,8 +55,8 @@ class DollOptions(ResultsOptions):
     )
     launch_delay_s: float = option(
         90.0,
-        "fallback: real seconds an on-demand stand-in takes to launch (compressed like "
-        "the chain's 2 s refresh)",
+        "fallback: real seconds an on-demand stand-in takes to launch; uniform-progress: "
+        "its restart overhead d (compressed like the chain's 2 s refresh)",
         flag="--launch-delay",
         minimum=0.0,
     )
@@ -71,21 +73,35 @@ class DollOptions(ResultsOptions):
     product: str = option("SUSE Linux", "ProductDescription selected from the trace")
     on_demand_price: float = option(0.286, "on-demand price p_od in $/h", above=0.0)
     compression: float = option(
-        2000.0, "trace seconds replayed per wall-clock second (the trace loops)", above=0.0
+        2000.0, "trace seconds replayed per wall-clock second (the trace loops)", above=0.0,
+        maximum=1e7,
     )
     refresh_s: float = option(
         0.04,
         "seconds per preemption-chain step (the paper's 2 s refresh, compressed)",
         flag="--refresh",
-        above=0.0,
+        minimum=0.001,
+        maximum=3600.0,
     )
     adapt_interval_s: float = option(
         1.0,
-        "seconds between re-estimations of the adaptive policy (also at price changes)",
+        "seconds between policy decisions (also at price, spot and capacity changes): "
+        "adaptive re-estimates at this interval; a decide that takes longer fails its policy",
         flag="--adapt-interval",
         above=0.0,
     )
     eval_every: int = option(25, "updates between test evaluations", minimum=1)
+    capacity_trace: Path | None = option(
+        None,
+        "spot capacity trace (JSON {\"metadata\": {\"gap_seconds\": N}, \"data\": [count, "
+        "...]}, the public spot-traces format): at most data[i] spot instances exist from "
+        "i·gap_seconds on, replayed with --compression trace seconds per wall-clock second "
+        "like the price trace, looping, from a tick drawn from --seed (seed 0: the first); "
+        "it replaces the preemption chain",
+    )
+    policy_file: Path | None = option(
+        None, "where the FILE.py of a FILE.py:Class policy is on this machine", launcher=True
+    )
     preemption: str = option(
         "markov",
         "markov: the worker stops receiving data; kill: the actor is killed and a fresh one "
@@ -96,6 +112,7 @@ class DollOptions(ResultsOptions):
 
     def __post_init__(self) -> None:
         check_fields(self)
+        self._check_policies()
         if self.k > self.workers:
             raise OptionError("--k", f"expected at most --workers ({self.workers}), got {self.k}")
         if "fallback" in self.policies and self.preemption == "kill":
@@ -103,6 +120,29 @@ class DollOptions(ResultsOptions):
                 "--policy",
                 "fallback keeps the preempted worker's stream and needs --preemption markov",
             )
+
+    def _check_policies(self) -> None:
+        names: list[str] = []
+        files: set[Path] = set()
+        for entry in self.policies:
+            if entry in POLICIES:
+                names.append(entry)
+                continue
+            path, class_name = user_policy_parts(entry)
+            names.append(class_name)
+            files.add(path)
+        if len(set(names)) != len(names):
+            raise OptionError("--policy", f"two policies go by one name: {', '.join(names)}")
+        if len(files) > 1:
+            raise OptionError("--policy", "user policies come from one file per run, got "
+                              + ", ".join(sorted(map(str, files))))
+
+    def user_policy_file(self) -> Path | None:
+        """The FILE.py of the FILE.py:Class entries (one file per run), if any."""
+        for entry in self.policies:
+            if entry not in POLICIES:
+                return user_policy_parts(entry)[0]
+        return None
 
     @property
     def launch_delay_compressed_s(self) -> float:
@@ -127,9 +167,23 @@ class DollOptions(ResultsOptions):
         document = asdict(self)
         document["trace"] = str(self.trace)
         document["policies"] = list(self.policies)
-        if "fallback" not in self.policies:  # only fallback launches stand-ins
-            del document["launch_delay_s"]
+        if not {"fallback", "uniform-progress"} & set(self.policies):
+            del document["launch_delay_s"]  # stand-ins' launch, uniform-progress's d
+        document["capacity_trace"] = None if self.capacity_trace is None \
+            else str(self.capacity_trace)
+        document["policy_file"] = None if self.policy_file is None else str(self.policy_file)
         return document
+
+
+def user_policy_parts(entry: str) -> tuple[Path, str]:
+    """`FILE.py:Class` as (FILE.py, Class); OptionError naming --policy otherwise."""
+    path, _, class_name = entry.rpartition(":")
+    if not path.endswith(".py") or not class_name.isidentifier():
+        raise OptionError(
+            "--policy",
+            f"{entry!r} is neither a built-in policy ({', '.join(POLICIES)}) nor FILE.py:Class",
+        )
+    return Path(path), class_name
 
 
 DOLL_SPEC = OptionSpec(

@@ -1,31 +1,35 @@
-"""One policy's run: the controller that drives the fleet through the preemption schedule,
-re-allocates spot and on-demand workers, bills them, and waits for J processed batches.
+"""One policy's run: the engine that drives the fleet through the preemption schedule (the
+Markov chain, or a capacity trace), asks the policy object which workers run on spot, bills
+them, and waits for J processed batches.
 
 It runs in the driver, on the event loop, and talks to the actors only by messages, so a
 worker that dies for real never stops it: that slot counts as preempted until a fresh actor
-answers.
+answers. The policy's `decide` runs in a thread of its own with the decision interval as its
+time limit: a policy that raises, answers badly or too late fails its own run only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vocab.errors import RunFailed
 from workloads.common.spot_market.billing import Meter
+from workloads.common.spot_market.capacity import CapacityReplay, CapacityTrace, split_capacity
 from workloads.common.spot_market.preemption import MarkovAvailability
-from workloads.doll.allocation import allocate, cost_bound, predicted_cost_ratio
-from workloads.doll.chance import ChanceModel, OutageChain, chance_spot_set, deadline_probability
+from workloads.doll.allocation import cost_bound, predicted_cost_ratio
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet, Slot
 from workloads.doll.options import DollOptions
+from workloads.doll.policies import PolicyState, checked_spot_set, make_policy, policy_name
 
 TIMELINE_EVERY_S = 0.5
-ADAPTIVE = ("adaptive", "adaptive-paper")
-STATIC = ("static", "static-paper")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Servers:
     evaluator: Any
     price_server: Any
     mean_spot_price: float
+    capacity: CapacityTrace | None = None
 
 
 @dataclass
@@ -43,11 +48,28 @@ class PolicyResult:
     records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
+class PolicyFailed(RunFailed):
+    """A policy's own run failed (its decide raised, answered badly or too late): one line
+    naming the policy and why; the other policies still run."""
+
+
+class AlwaysUp:
+    """No preemption model: with a capacity trace, the trace alone takes spot away."""
+
+    def __init__(self, workers: int) -> None:
+        self.up = [True] * workers
+
+    def step(self) -> list[bool]:
+        return list(self.up)
+
+
 class PolicyRun:
     def __init__(
-        self, policy: str, config: DollOptions, servers: Servers, say: Callable[[str], None]
+        self, entry: str, config: DollOptions, servers: Servers, say: Callable[[str], None]
     ) -> None:
-        self.policy = policy
+        self.name = policy_name(entry)
+        self.policy = make_policy(entry, config)
+        self.stand_ins_on = bool(getattr(self.policy, "stand_ins", False))
         self.config = config
         self.servers = servers
         self.fleet = servers.fleet
@@ -55,10 +77,23 @@ class PolicyRun:
         self.rates = config.worker_rates()
         self.theta0_s = config.work_points / sum(self.rates)
         self.deadline_s = config.deadline_factor * self.theta0_s
-        self.chains = MarkovAvailability(config.workers, config.alpha, config.seed)
+        self.capacity = (
+            None if servers.capacity is None
+            else CapacityReplay.seeded(servers.capacity, config.compression, config.seed)
+        )
+        self.chains: Any = (
+            MarkovAvailability(config.workers, config.alpha, config.seed)
+            if self.capacity is None else AlwaysUp(config.workers)
+        )
         self.chain_up = [True] * config.workers
+        self.spot_up = [True] * config.workers
+        self.capacity_now: int | None = None
+        self.granted: list[int] = []  # spot workers holding one of the capacity's instances
+        self.held: set[int] = set()  # spot workers whose spot instance was up at the last grant
+        self.held_spot: set[int] = set()  # the spot workers then
+        self.availability_changed = False
+        self.observed: tuple[float, ...] | None = None
         self.stand_ins: dict[int, float] = {}  # fallback: preempted slot -> stand-in asked at
-        self.predictions: list[tuple[float, float]] = []  # (t, P(deadline met)) per decision
         self.lost: set[int] = set()  # slots lost for real, their fresh actor still starting
         self.spot: set[int] = set()
         self.meter = Meter(config.on_demand_price)
@@ -70,20 +105,38 @@ class PolicyRun:
         self.processed = 0
         self.timeline: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
+        self.capacity_rows: list[dict[str, Any]] = []
 
     # --- the loop -------------------------------------------------------------------------
 
     async def run(self) -> PolicyResult:
-        run_id = f"{self.policy}-{self.config.seed}"
+        run_id = f"{self.name}-{self.config.seed}"
         ps, config = self.servers.parameter_server, self.config
         await ps.begin.remote(
             run_id, config.batches, config.eval_every, self.servers.evaluator, config.seed
         )
-        self.fleet.begin(config.seed, keep_backlog=self.policy == "fallback")
+        self.fleet.begin(config.seed, keep_backlog=self.stand_ins_on)
         self.price = await self.servers.price_server.price_at.remote(0.0)
-        self.spot = self._initial_spot()
-        done = asyncio.wrap_future(ps.wait_done.remote().future())
         self.start = time.monotonic()
+        try:
+            self._update_capacity(0.0)
+            self.spot = await self._decide(0.0, price_changed=False)
+            self._grant(0.0)
+            await self._loop(ps)
+        except BaseException:
+            for slot in self.fleet.slots:
+                self.fleet.set_up(slot, False)
+            raise
+        finish_s = self._now()
+        self._bill(finish_s)
+        for slot in self.fleet.slots:
+            self.fleet.set_up(slot, False)
+        self._timeline_row(finish_s)
+        return await self._result(run_id, finish_s)
+
+    async def _loop(self, ps: Any) -> None:
+        config = self.config
+        done = asyncio.wrap_future(ps.wait_done.remote().future())
         ticks = 0
         next_status = 0.0
         last_row = -math.inf
@@ -94,14 +147,19 @@ class PolicyRun:
             self._bill(now)
             due = int(now / config.refresh_s)
             while ticks < due:
-                self._step_chains(now)
+                self._step(now)
                 ticks += 1
             self._watch_lost(now)
-            if now >= next_status or price_changed:
+            scheduled = now >= next_status
+            if scheduled or price_changed or self.availability_changed:
                 self.processed = await ps.progress.remote()
-                self._report_progress(now)
-                await self._reallocate(now, price_changed)
-                next_status = now + config.adapt_interval_s
+                if scheduled or price_changed:
+                    self._report_progress(now)
+                    self.observed = await self._observe()
+                    next_status = now + config.adapt_interval_s
+                self.availability_changed = False
+                self.spot = await self._decide(now, price_changed)
+                self._grant(now)
             changed = self._apply_states(now)
             if changed or now - last_row >= TIMELINE_EVERY_S:
                 self._timeline_row(now)
@@ -110,12 +168,6 @@ class PolicyRun:
             finished, _ = await asyncio.wait({done}, timeout=sleep_s)
             if finished:
                 break
-        finish_s = self._now()
-        self._bill(finish_s)
-        for slot in self.fleet.slots:
-            self.fleet.set_up(slot, False)
-        self._timeline_row(finish_s)
-        return await self._result(run_id, finish_s)
 
     def _now(self) -> float:
         return time.monotonic() - self.start
@@ -137,143 +189,140 @@ class PolicyRun:
             self.price = price
         return changed
 
-    # --- allocation -----------------------------------------------------------------------
+    # --- decisions ------------------------------------------------------------------------
 
-    def _initial_spot(self) -> set[int]:
-        everyone = set(range(self.config.workers))
-        if self.policy == "on-demand":
-            spot: set[int] = set()
-        elif self.policy in (*ADAPTIVE, "fallback"):
-            spot = everyone if self.price < self.config.on_demand_price else set()
-        else:
-            return self._allocate_static(0.0)
-        self._predict(0.0, self.rates, spot, self.config.work_points, self.deadline_s)
-        return spot
-
-    def _model(self, alpha: float) -> ChanceModel:
+    async def _observe(self) -> tuple[float, ...] | None:
+        """λ̂ per worker (arrivals / up time), once every worker's share of a batch came."""
         config = self.config
-        launch = (
-            round(config.launch_delay_compressed_s / config.refresh_s)
-            if self.policy == "fallback"
-            else None
-        )
-        return ChanceModel(
-            OutageChain.paper(alpha, config.refresh_s),
-            config.batch_size,
-            config.k,
-            target=config.deadline_probability,
-            launch_steps=launch,
-        )
+        stats = await self.fleet.stats()
+        if sum(s[0] for s in stats if s is not None) < config.workers * config.batch_size:
+            return self.observed
+        return tuple(estimated_rates(stats, config.rates == "homogeneous", config.rate))
 
-    def _predict(
-        self,
-        now: float,
-        rates: list[float],
-        spot: set[int],
-        work: float,
-        time_s: float,
-    ) -> None:
-        """Record the probability of meeting the deadline this decision has under the
-        preemption model (the configured α, whatever α̂ the policy acted on)."""
-        model = self._model(self.config.alpha)
-        down = [not up for up in self.chain_up]
-        probability = deadline_probability(
-            rates, sorted(spot), work, time_s, model, down, from_start=self.processed == 0
-        )
-        self.predictions.append((now, probability))
-
-    def _allocate_static(self, now: float) -> set[int]:
-        """The whole run's allocation at the current price: the paper's expected-throughput
-        formula (static-paper) or the chance constraint (static)."""
+    def _state(self, now: float, price_changed: bool) -> PolicyState:
         config = self.config
-        rates, work, time_s, alpha = self.rates, config.work_points, self.deadline_s, config.alpha
-        if self.policy == "static-paper":
-            spot = set(allocate(rates, work, time_s, alpha, self.price, config.on_demand_price))
-        else:
-            spot = set(
-                chance_spot_set(
-                    rates, work, time_s, self._model(alpha), self.price,
-                    config.on_demand_price, alpha,
-                )
-            )
-        self._predict(now, rates, spot, work, time_s)
-        return spot
+        return PolicyState(
+            workers=config.workers,
+            rates=tuple(self.rates),
+            time_s=now,
+            deadline_s=self.deadline_s,
+            batches_done=self.processed,
+            batches_total=config.batches,
+            batch_size=config.batch_size,
+            spot_price=self.price,
+            on_demand_price=config.on_demand_price,
+            spot_capacity=self.capacity_now,
+            spot_up=tuple(self.spot_up),
+            spot=frozenset(self.spot),
+            price_changed=price_changed,
+            observed_rates=self.observed,
+            spot_s=self.meter.spot_s,
+            spot_up_s=self.meter.spot_up_s,
+        )
+
+    async def _decide(self, now: float, price_changed: bool) -> set[int]:
+        """The policy's decide(state), in a thread of its own, within the decision interval."""
+        state = self._state(now, price_changed)
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        decide = self.policy.decide
+
+        def call() -> None:
+            try:
+                result = decide(state)
+            except BaseException as error:  # noqa: BLE001 - the policy's: reported below
+                outcome: tuple[str, Any] = ("raised", error)
+            else:
+                outcome = ("answered", result)
+            try:
+                answer.set_result(outcome)
+            except concurrent.futures.InvalidStateError:
+                pass  # the engine stopped waiting: too late
+
+        threading.Thread(target=call, name=f"doll-policy-{self.name}", daemon=True).start()
+        limit = self.config.adapt_interval_s
+        try:
+            kind, value = await asyncio.wait_for(asyncio.wrap_future(answer), timeout=limit)
+        except TimeoutError:
+            raise PolicyFailed(self._failure(
+                now, f"decide took longer than the decision interval (--adapt-interval "
+                f"{limit:g} s)")) from None
+        if kind == "raised":
+            raise PolicyFailed(self._failure(now, f"decide raised {type(value).__name__}: "
+                                                  f"{' '.join(str(value).split())}"))
+        try:
+            return checked_spot_set(value, self.config.workers)
+        except ValueError as error:
+            raise PolicyFailed(self._failure(now, str(error))) from None
+
+    def _failure(self, now: float, reason: str) -> str:
+        return f"policy {self.name} failed at t={now:.1f}s: {reason}"
 
     def _report_progress(self, now: float) -> None:
         """One line per tenth of the batches processed."""
         done_fraction = self.processed / self.config.batches
         if int(done_fraction * 10) > self.reported_tenths:
             self.reported_tenths = int(done_fraction * 10)
+            capacity = "" if self.capacity_now is None else f" capacity={self.capacity_now}"
             self.say(
-                f"[{self.policy}] {self.processed}/{self.config.batches} batches "
+                f"[{self.name}] {self.processed}/{self.config.batches} batches "
                 f"({done_fraction:.0%}) t={now:.1f}s of deadline {self.deadline_s:.1f}s "
                 f"cost=${self.meter.cost:.5f} spot={len(self.spot)}/{self.config.workers} "
-                f"running={sum(s.up for s in self.fleet.slots)}"
+                f"running={sum(s.up for s in self.fleet.slots)}{capacity}"
             )
 
-    async def _reallocate(self, now: float, price_changed: bool) -> None:
-        """static: at a price change, the whole run's allocation again; adaptive: at every
-        call; fallback: at a price change, all spot or (spot not cheaper) none."""
-        if self.policy in STATIC and price_changed:
-            self.spot = self._allocate_static(now)
-        elif self.policy in ADAPTIVE:
-            await self._adapt(now)
-        elif self.policy == "fallback" and price_changed:
-            cheaper = self.price < self.config.on_demand_price
-            self.spot = set(range(self.config.workers)) if cheaper else set()
+    # --- preemption, capacity, replacement, billing ---------------------------------------
 
-    async def _adapt(self, now: float) -> None:
-        """Re-estimate λ (arrivals / up time), α (up time / spot time), the remaining work
-        and time, and re-allocate: by the paper's expected throughput (adaptive-paper) or
-        by the chance constraint from each worker's current state (adaptive)."""
-        config = self.config
-        stats = await self.fleet.stats()
-        if sum(s[0] for s in stats if s is not None) < config.workers * config.batch_size:
-            return  # under a batch per worker so far: too little to estimate λ from
-        rates = estimated_rates(stats, config.rates == "homogeneous", config.rate)
-        remaining = (config.batches - self.processed) * config.batch_size
-        time_s = self.deadline_s - now
-        if self.policy == "adaptive-paper":
-            alpha = self.meter.observed_alpha
-            self.spot = set(
-                allocate(rates, remaining, time_s, alpha, self.price, config.on_demand_price)
-            )
-        else:
-            alpha = self._alpha_with_prior()
-            down = [not up for up in self.chain_up]
-            self.spot = set(
-                chance_spot_set(
-                    rates, remaining, time_s, self._model(alpha), self.price,
-                    config.on_demand_price, alpha, down, from_start=self.processed == 0,
-                )
-            )
-        self._predict(now, rates, self.spot, remaining, time_s)
-
-    def _alpha_with_prior(self) -> float:
-        """α̂ = up time / spot time, with the configured α as a prior worth one worker over
-        the whole deadline: early on, a few seconds without a preemption say little."""
-        prior_s = self.deadline_s
-        up_s = self.meter.spot_up_s + self.config.alpha * prior_s
-        return min(up_s / (self.meter.spot_s + prior_s), 1.0)
-
-    # --- preemption, replacement, billing -------------------------------------------------
-
-    def _step_chains(self, now: float) -> None:
-        before = self.chain_up
+    def _step(self, now: float) -> None:
+        """One preemption-chain step (or capacity tick), then who holds a spot instance."""
         self.chain_up = self.chains.step()
-        for index, (was, is_up) in enumerate(zip(before, self.chain_up, strict=True)):
-            if was != is_up and index in self.spot:
-                self.events.append(
-                    {"t": now, "worker": index, "event": "recovered" if is_up else "preempted"}
-                )
-        if self.policy == "fallback":
+        self._update_capacity(now)
+        self._grant(now)
+        if self.capacity_now is not None:
+            self.capacity_rows.append({
+                "policy": self.name, "time_s": round(now, 4),
+                "spot_capacity": self.capacity_now,
+                "spot_running": sum(1 for i in self.granted if i not in self.lost),
+            })
+
+    def _update_capacity(self, now: float) -> None:
+        if self.capacity is not None:
+            self.capacity_now = self.capacity.capacity_at(now)
+
+    def _grant(self, now: float) -> None:
+        """Spot up: the chain is up and, under a capacity trace, the worker holds one of the
+        instances that exist (over capacity, the newest get a notice and are preempted)."""
+        if self.capacity_now is not None:
+            self.granted, noticed = split_capacity(
+                self.capacity_now, sorted(self.spot), self.granted
+            )
+            for index in noticed:
+                self.events.append({"t": now, "worker": index, "event": "notice"})
+        granted = set(self.granted)
+        before = self.spot_up
+        self.spot_up = [
+            self.chain_up[i] and (self.capacity_now is None or i not in self.spot or i in granted)
+            for i in range(self.config.workers)
+        ]
+        self.availability_changed |= before != self.spot_up
+        # a preemption: a worker still on spot lost the spot instance it held (whatever the
+        # policy does next); a worker newly on spot without an instance was never preempted
+        held = {i for i in self.spot if self.spot_up[i]}
+        for index in sorted(self.held - held):
+            if index in self.spot and index not in self.lost:
+                self.preemptions += 1
+                self.events.append({"t": now, "worker": index, "event": "preempted"})
+        for index in sorted(held - self.held):
+            if index in self.held_spot:
+                self.events.append({"t": now, "worker": index, "event": "recovered"})
+        self.held, self.held_spot = held, set(self.spot)
+        if self.stand_ins_on:
             self._track_stand_ins(now)
 
     def _track_stand_ins(self, now: float) -> None:
         """fallback: a preempted spot worker gets an on-demand stand-in, asked for at once
         and taking its stream over a launch delay later; released when spot returns."""
         for index in range(self.config.workers):
-            needs = index in self.spot and not self.chain_up[index]
+            needs = index in self.spot and not self.spot_up[index]
             if needs and index not in self.stand_ins:
                 self.stand_ins[index] = now
             elif not needs and index in self.stand_ins:
@@ -289,7 +338,7 @@ class PolicyRun:
         fresh actor answers."""
         for slot in self.fleet.lost():
             self.events.append({"t": now, "worker": slot.index, "event": "lost"})
-            self.say(f"[{self.policy}] worker {slot.index} lost; replacing it")
+            self.say(f"[{self.name}] worker {slot.index} lost; replacing it")
             self.fleet.replace(slot, kill=False)
             self.lost.add(slot.index)
         for index in self.fleet.started():
@@ -300,7 +349,7 @@ class PolicyRun:
     def _should_run(self, slot: Slot, now: float) -> bool:
         if slot.index in self.lost:
             return False
-        if slot.index not in self.spot or self.chain_up[slot.index]:
+        if slot.index not in self.spot or self.spot_up[slot.index]:
             return True
         return self._stand_in_running(slot.index, now)
 
@@ -312,7 +361,6 @@ class PolicyRun:
                 continue
             changed = True
             if not run and slot.index in self.spot and slot.index not in self.lost:
-                self.preemptions += 1
                 if self.config.preemption == "kill":
                     self.fleet.replace(slot, kill=True)
                     continue
@@ -322,8 +370,8 @@ class PolicyRun:
     def _bill(self, until: float) -> None:
         """Charge the time since the last bill at the current states and spot price. A
         fallback stand-in is billed from the moment it is asked for (its launch included)."""
-        if self.policy == "fallback":
-            spot_up = sum(1 for i in self.spot if self.chain_up[i] and i not in self.lost)
+        if self.stand_ins_on:
+            spot_up = sum(1 for i in self.spot if self.spot_up[i] and i not in self.lost)
         else:
             spot_up = sum(1 for s in self.fleet.slots if s.index in self.spot and s.up)
         self.meter.charge_until(
@@ -353,10 +401,10 @@ class PolicyRun:
 
     def _expected_ratio(self, finish_s: float) -> float:
         """The cost ratio the allocation held over the run predicts: a spot worker keeps α
-        of its rate (fallback: all of it, with a stand-in paid for the other 1 − α)."""
+        of its rate (with stand-ins: all of it, a stand-in paid for the other 1 − α)."""
         config, mean_price = self.config, self.servers.mean_spot_price
         spot_count = self.meter.spot_s / finish_s
-        if self.policy == "fallback":
+        if self.stand_ins_on:
             per_spot = config.alpha * mean_price + (1.0 - config.alpha) * config.on_demand_price
             hourly = (config.workers - spot_count) * config.on_demand_price + spot_count * per_spot
             return hourly / (config.workers * config.on_demand_price)
@@ -368,12 +416,6 @@ class PolicyRun:
             mean_price,
             config.on_demand_price,
         )
-
-    def _reported_probability(self) -> float | None:
-        """What the policy predicted when it made its plan: static/on-demand/fallback at the
-        start; adaptive at its first re-estimation (its start, all spot, is no plan)."""
-        index = 1 if self.policy in ADAPTIVE else 0
-        return self.predictions[index][1] if len(self.predictions) > index else None
 
     async def _result(self, run_id: str, finish_s: float) -> PolicyResult:
         ps_report = await self.servers.parameter_server.report.remote()
@@ -392,12 +434,12 @@ class PolicyRun:
         summary = {
             "cost": self.meter.cost,
             "cost_bound": None
-            if self.policy == "on-demand"
+            if not getattr(self.policy, "spot_ever", True)
             else cost_bound(
                 config.deadline_factor, config.alpha, mean_price, config.on_demand_price
             ),
-            "deadline_probability": self._reported_probability(),
-            "stand_in_s": self.meter.on_demand_s if self.policy == "fallback" else None,
+            "deadline_probability": getattr(self.policy, "reported", None),
+            "stand_in_s": self.meter.on_demand_s if self.stand_ins_on else None,
             "stream_lost_s": None if lost is None else lost[0],
             # the run's capacity the outages removed: the stream time the whole fleet needs
             # to bring in the points they dropped
@@ -417,9 +459,11 @@ class PolicyRun:
             "ray_overhead_fraction": sum(overheads) / len(overheads) if overheads else None,
         }
         records = {
-            f"{self.policy}_timeline": self.timeline,
-            f"{self.policy}_test": tests,
-            f"{self.policy}_updates": updates,
-            f"{self.policy}_events": self.events,
+            f"{self.name}_timeline": self.timeline,
+            f"{self.name}_test": tests,
+            f"{self.name}_updates": updates,
+            f"{self.name}_events": self.events,
         }
+        if self.capacity is not None:
+            records["capacity"] = self.capacity_rows
         return PolicyResult(summary, records)

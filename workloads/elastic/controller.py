@@ -27,19 +27,20 @@ from typing import Any
 
 import ray
 from ray.train.torch import TorchTrainer
-from ray.train.v2._internal.execution.callback import (
+
+from workloads.common import ray_private
+from workloads.common.ray_private import (
     ControllerCallback,
-    ReportCallback,
-    WorkerGroupCallback,
-)
-from ray.train.v2._internal.execution.failure_handling import FailureDecision, FailurePolicy
-from ray.train.v2._internal.execution.scaling_policy import (
     ElasticScalingPolicy,
+    FailureDecision,
+    FailurePolicy,
     NoopDecision,
+    ReportCallback,
     ResizeDecision,
     ScalingDecision,
+    WorkerGroupCallback,
+    time_monotonic,
 )
-from ray.train.v2._internal.util import time_monotonic
 
 LEDGER_TIMEOUT_S = 5.0
 
@@ -47,9 +48,7 @@ LEDGER_TIMEOUT_S = 5.0
 def workers_that_fit(resources_per_worker: dict[str, float], count_draining: bool = False) -> int:
     """How many workers the alive nodes (and, unless `count_draining`, not draining) hold,
     by their total resources (one job per cluster, as Ray Train's elastic policy assumes)."""
-    from ray._private.state import state
-
-    draining = set() if count_draining else set(state.get_draining_nodes())
+    draining = set() if count_draining else set(ray_private.draining_nodes())
     count = 0
     for node in ray.nodes():
         if not node["Alive"] or node["NodeID"] in draining:
@@ -172,10 +171,6 @@ class RunRecorder(WorkerGroupCallback, ControllerCallback, ReportCallback):  # t
                    dict(metrics[0]) if metrics else {})
 
     def after_controller_state_update(self, previous_state: Any, current_state: Any) -> None:
-        from ray.train.v2._internal.execution.failure_handling.default import (
-            _is_preemption_failure,
-        )
-
         if previous_state._state_type == current_state._state_type:
             return  # the control loop sets its state at every iteration
         row: dict[str, Any] = {"state": current_state._state_type.state_name}
@@ -188,7 +183,7 @@ class RunRecorder(WorkerGroupCallback, ControllerCallback, ReportCallback):  # t
             from workloads.elastic.worker import handed_off
 
             row.update(error=type(error).__name__, handoff=handed_off(error),
-                       preemption=(_is_preemption_failure(error) or preempted(error)
+                       preemption=(ray_private.is_preemption_failure(error) or preempted(error)
                                    or handed_off(error)),
                        message=" ".join(str(error).split())[:300])
         self._tell("controller", row)
@@ -219,15 +214,13 @@ def remove_placement_groups_of_this_job() -> list[str]:
     """Remove this job's live placement groups (called while the controller has no worker
     group: a group start failed, so any that is live is the failed group's); their actors
     die with them. Returns the ids removed."""
-    from ray._raylet import PlacementGroupID  # type: ignore[attr-defined]
-    from ray.util.placement_group import PlacementGroup, placement_group_table
+    from ray.util.placement_group import placement_group_table
 
     job = ray.get_runtime_context().get_job_id()
     removed = []
     for hex_id, row in placement_group_table().items():
         if hex_id.endswith(job) and row["state"] in LIVE_PLACEMENT_GROUP_STATES:
-            ray.util.remove_placement_group(
-                PlacementGroup(PlacementGroupID(bytes.fromhex(hex_id))))
+            ray.util.remove_placement_group(ray_private.placement_group(hex_id))
             removed.append(hex_id)
     return removed
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import ray
 
+from vocab.errors import UserError
+from vocab.shared_data import SHARED_ENV, shared_folder
 from vocab.spot import CAPACITY_SPOT, LABEL_CAPACITY
 from workloads.common.provenance import package_version, provenance
 from workloads.common.results import ResultsWriter
@@ -45,10 +47,25 @@ RAY_TRAIN_ENV = {
 Say = Callable[[str], None]
 
 
+class NoSharedFolder(UserError, RuntimeError):
+    """`--checkpoint-to shared` on a Ray cluster without a shared folder."""
+
+
 @contextmanager
 def checkpoint_storage(options: ElasticOptions) -> Iterator[tuple[str, Any]]:
-    """Where Ray Train keeps this run's checkpoints: next to the results in S3, else a
-    local folder removed afterwards (the nodes of a local lab share this disk)."""
+    """Where Ray Train keeps this run's checkpoints: with `--checkpoint-to shared` a new
+    folder in the shared folder every node sees (kept), else next to the results in S3, else
+    a local folder removed afterwards (the nodes of a local lab share this disk)."""
+    if options.checkpoint_to == "shared":
+        shared = shared_folder()
+        if shared is None:
+            raise NoSharedFolder(
+                f"--checkpoint-to shared: this Ray cluster has no shared folder ({SHARED_ENV} "
+                "is not set on its head: a stack with sharedStorage none, or a cluster "
+                "spotburst did not start); use --checkpoint-to bucket")
+        (shared / "checkpoints").mkdir(exist_ok=True)
+        yield tempfile.mkdtemp(prefix="elastic-", dir=shared / "checkpoints"), None
+        return
     if options.out and options.out.startswith("s3://"):
         filesystem = None
         if options.s3_endpoint:

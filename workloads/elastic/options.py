@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workloads.common.input_files import InputFileError, parse_json
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
 from workloads.elastic.schedule import Point, ScheduleError, parse_schedule
@@ -74,6 +75,14 @@ class ElasticOptions(ResultsOptions):
         "do)",
         choices=("checkpoint", "ignore"),
     )
+    checkpoint_to: str = option(
+        "bucket",
+        "where Ray Train keeps the checkpoints: bucket (beside the results: the stack's "
+        "bucket; on a lab a local folder removed after the run) or shared (a new folder under "
+        "checkpoints/ in the shared folder every node sees, SPOTBURST_SHARED; kept after the "
+        "run)",
+        choices=("bucket", "shared"),
+    )
     notice_poll: float = option(
         0.5, "seconds between a worker's polls of its node's spot notice", above=0.0
     )
@@ -115,9 +124,10 @@ class ElasticOptions(ResultsOptions):
             raise OptionError("--script-args", f"cannot be split: {error}") from None
         if self.config is not None:
             try:
-                given = json.loads(self.config)
-            except json.JSONDecodeError as error:
-                raise OptionError("--config", f"not JSON: {error}") from None
+                given = parse_json("--config", self.config)
+            except InputFileError as error:
+                problem = str(error).removeprefix("--config").lstrip(": ").removeprefix("is ")
+                raise OptionError("--config", problem) from None
             if not isinstance(given, dict):
                 raise OptionError("--config", f"expected a JSON object, got {self.config!r}")
         try:

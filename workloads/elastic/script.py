@@ -3,7 +3,6 @@ every worker from the files shipped with the code (never pickled from the driver
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import sys
 from collections.abc import Callable
@@ -11,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
+from workloads.common.user_code import local_path, parsed, place, top_level_names
+
+__all__ = ["ScriptError", "check_script", "load_function", "local_path", "place"]
 
 MODULE_NAME = "spotburst_elastic_script"
 
@@ -19,43 +21,15 @@ class ScriptError(UserError, ValueError):
     """The script cannot be run: missing, unreadable, or without the training function."""
 
 
-def top_level_names(tree: ast.Module) -> set[str]:
-    """Every name the module binds at its top level: functions, assignments (an alias such
-    as `train_loop_per_worker = train_func`), imports."""
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return names
-
-
 def check_script(path: Path, function: str) -> None:
     """The script parses and binds `function` at its top level (read, not run)."""
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as error:
-        raise ScriptError(f"--script: {path}: {' '.join(str(error).split())}") from None
+        tree = parsed(path, "--script")
+    except UserError as error:
+        raise ScriptError(str(error)) from None
     if function not in top_level_names(tree):
         raise ScriptError(f"--function: {path} defines no {function}: name the script's "
                           f"training function with --function")
-
-
-def local_path(place: dict[str, str]) -> Path:
-    """A shipped path on this worker: relative to the job's working dir where it has one
-    (a Ray Job), else as the driver saw it (the same machine)."""
-    relative = Path(place["relative"])
-    return relative.resolve() if relative.exists() else Path(place["absolute"])
-
-
-def place(path: Path) -> dict[str, str]:
-    """A shipped path as each worker looks it up (see local_path)."""
-    return {"relative": str(path), "absolute": str(path.resolve())}
 
 
 def load_function(script: Path, working_dir: Path | None, function: str,

@@ -40,9 +40,9 @@ from typing import Any
 import ray
 import ray.train
 import ray.train.collective
-from ray.train.v2._internal.execution.callback import TrainContextCallback
-from ray.train.v2._internal.util import construct_user_exception_with_traceback
 
+from workloads.common import ray_private
+from workloads.common.ray_private import TrainContextCallback
 from workloads.common.spot_notice import NoticeError, NoticeWatcher, SpotNotice
 from workloads.elastic.script import load_function, local_path
 
@@ -86,7 +86,7 @@ class HandoffLogFilter(logging.Filter):
         return not isinstance(error, NoticeHandoff)
 
 
-TRAINING_ERROR_LOGGER = logging.getLogger(construct_user_exception_with_traceback.__module__)
+TRAINING_ERROR_LOGGER = logging.getLogger(ray_private.training_error_logger_name())
 """The logger of Ray Train's training-function error (its traceback)."""
 
 
@@ -287,7 +287,7 @@ class WorkerRun:
                 committed = any(str(r.checkpoint.path) == checkpoint_path for r in reported)
             except Exception:  # the controller busy or gone: hold instead
                 committed = False
-        return self._all_ranks_max(1.0 if committed else 0.0) > 0
+        return self._all_ranks_max([1.0 if committed else 0.0])[0] > 0
 
     def hold(self, reason: str) -> None:
         """Compute nothing a restart would throw away: Ray Train ends this group at the node's
@@ -338,33 +338,25 @@ class WorkerRun:
         """The same answer on every rank: whether any rank has a notice ('imds' for a node's
         metadata notice, 'ray-drain' for Ray Train's preemption signal, else None), whether
         rank 0 saw the worker count change, whether any rank is on a draining node."""
-        import torch
-        import torch.distributed as dist
-        from ray.train.v2._internal.execution.context import get_train_context
-
-        drain = get_train_context().preemption_context.preemption_info is not None
+        drain = ray_private.get_train_context().preemption_context.preemption_info is not None
         with self._lock:
             flags = [float(self._notice is not None), float(self._room), float(drain)]
-        if dist.is_available() and dist.is_initialized() and self.world_size > 1:
-            from ray.train.torch import get_device
-
-            agreed = torch.tensor(flags, device=get_device())
-            dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-            flags = [float(value) for value in agreed.tolist()]
+        flags = self._all_ranks_max(flags)
         source = "imds" if flags[0] else "ray-drain" if flags[2] else None
         return source, flags[1] > 0, flags[2] > 0
 
-    def _all_ranks_max(self, value: float) -> float:
-        import torch
+    def _all_ranks_max(self, values: list[float]) -> list[float]:
+        """Each value's maximum over the ranks (one all-reduce), the same on every rank."""
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
+            import torch
             from ray.train.torch import get_device
 
-            agreed = torch.tensor([value], device=get_device())
+            agreed = torch.tensor(values, device=get_device())
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-            return float(agreed.item())
-        return value
+            return [float(value) for value in agreed.tolist()]
+        return values
 
     def _watch_capacity(self) -> None:
         """Rank 0: whether the scaling policy asked this group to resize (it then
@@ -402,10 +394,8 @@ class ReportHook(TrainContextCallback):  # type: ignore[misc]
 
     @contextmanager
     def on_report(self) -> Iterator[None]:
-        from ray.train.v2._internal.execution.context import get_train_context
-
         run = _current
-        context = get_train_context()
+        context = ray_private.get_train_context()
         before = context.checkpoint
         yield
         if run is None:

@@ -42,23 +42,31 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import ray
 from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorError
 
 from vocab.errors import one_line
 from vocab.spot import SPOT_RESOURCE
+from workloads.common import ray_private
 from workloads.common.actors import start_actor
 from workloads.common.options import OptionError
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.endpoint import CommandEndpoint, listen_host, publish_endpoint
-from workloads.inference.files import files_storage
+from workloads.inference.files import JOBS_FOLDER, files_storage
 from workloads.inference.models import (
-    Mlp,
+    MAX_MODEL_BYTES,
+    PROBE_ROWS,
     ModelFileError,
+    Signature,
     array_from_bytes,
+    array_header,
     array_shape,
+    check_model_bounded,
+    first_rows,
+    sha256,
+    shape_text,
 )
 from workloads.inference.options import (
     MAX_FILE_BYTES,
@@ -74,16 +82,22 @@ from workloads.inference.worker import InferenceWorker, check_part
 NAMESPACE = "spotburst-inference"
 COORDINATOR_NAME = "coordinator"
 WORKER_PREFIX = "inference-worker-"
-JOBS_FOLDER = "service/jobs"
-"""One record per job: <name>.json."""
 RUNS_FOLDER = "jobs"
 """A job run's parts and output: jobs/<run id>/parts/<sub-job>.json, jobs/<run id>/output.json."""
-STATES = ("idle", "running", "done", "failed")
+JobState = Literal["idle", "running", "done", "failed"]
+STATES: tuple[JobState, ...] = get_args(JobState)
+WorkerState = Literal["starting", "idle", "busy", "draining", "dead"]
+"""The states as types: a misspelt one, assigned or compared (strict_equality for this
+module in pyproject), fails mypy."""
 WORKERS_FILE = "service/workers.json"
 INCARNATION_FILE = "service/coordinator.json"
 TICK_S = 0.02
 PING_EVERY_S = 2.0
 DRAIN_CHECK_EVERY_S = 1.0
+MAX_SUB_JOB_DEATHS = 3
+"""Workers a sub-job may take down (out of memory, a crash in the model's runtime) before
+its job fails instead of killing more."""
+FILE_ROLES = ("model", "testset", "labels")
 
 
 @dataclass(frozen=True)
@@ -116,12 +130,14 @@ class Job:
     labels: str
     batch_size: int
     queries: int
-    state: str = "idle"  # idle | running | done | failed
+    state: JobState = "idle"
     run_id: str = ""
     added_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
     error: str | None = None
+    digests: dict[str, str] = field(default_factory=dict)
+    """sha256 of the model, test set and labels as job-add checked them."""
     # not persisted: rebuilt from the parts
     done: dict[int, dict[str, Any]] = field(default_factory=dict)
     pending: deque[int] = field(default_factory=deque)
@@ -131,7 +147,7 @@ class Job:
     """Sub-jobs run again after their worker died, as `<sub-job>.<worker>` (rerun_key)."""
 
     PERSISTED = ("name", "model", "testset", "labels", "batch_size", "queries", "state",
-                 "run_id", "added_at", "started_at", "finished_at", "error")
+                 "run_id", "added_at", "started_at", "finished_at", "error", "digests")
 
     @property
     def reruns(self) -> int:
@@ -181,10 +197,15 @@ class Job:
         if record["error"] is not None and not (isinstance(record["error"], str)
                                                 and len(record["error"]) <= 1000):
             raise StoredRecordError("error: expected a text of at most 1000 characters")
+        digests = record["digests"]
+        if not (isinstance(digests, dict) and set(digests) == set(FILE_ROLES) and all(
+                isinstance(value, str) and re.fullmatch("[0-9a-f]{64}", value)
+                for value in digests.values())):
+            raise StoredRecordError("digests: expected the sha256 of model, testset, labels")
         assert added.job is not None
         return cls(name, *added.job.files(), added.job.batch_size, queries, record["state"],
                    run_id, float(record["added_at"]), record["started_at"],
-                   record["finished_at"], record["error"])
+                   record["finished_at"], record["error"], dict(digests))
 
 
 def rerun_key(sub_job: int, worker: str) -> str:
@@ -221,7 +242,7 @@ def _is_time(value: Any) -> bool:
 class WorkerSlot:
     name: str
     handle: Any
-    state: str = "starting"  # starting | idle | busy | draining | dead
+    state: WorkerState = "starting"
     node_id: str | None = None
     pid: int | None = None
     job: str | None = None
@@ -254,6 +275,12 @@ def _fail(error: str) -> dict[str, Any]:
     return {"ok": False, "error": error}
 
 
+def _task_error(error: Exception) -> str:
+    """What a failed sub-job raised, without Ray's traceback around it."""
+    cause = getattr(error, "cause", None)
+    return one_line(cause if isinstance(cause, BaseException) else error)
+
+
 COORDINATOR_OPTIONS = {"max_restarts": -1, "max_task_retries": -1, "max_concurrency": 16}
 """Restarted by Ray whenever it dies, calls retried across a restart, commands answered
 beside the scheduling loop."""
@@ -271,6 +298,8 @@ class Coordinator:
                                  self.settings.s3_endpoint)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}
+        self.checked: dict[tuple[str, str], Signature] = {}
+        """Models ONNX Runtime loaded and ran on a probe, by the sha256 of both: checked once."""
         self.skipped: dict[str, str] = {}
         """Stored job records that did not pass the checks: name -> why (job-remove them)."""
         self.workers: dict[str, WorkerSlot] = {}
@@ -307,10 +336,6 @@ class Coordinator:
             return json.loads((store or self.store).read_bytes(name))
         except (FileNotFoundError, ValueError, KeyError):
             return default
-        except Exception as error:  # S3's NoSuchKey is a ClientError
-            if "NoSuchKey" in str(error) or "Not Found" in str(error):
-                return default
-            raise
 
     def _write_json(self, name: str, document: Any, store: Storage | None = None) -> None:
         (store or self.store).write_bytes(name, json.dumps(document, indent=1).encode())
@@ -457,10 +482,10 @@ class Coordinator:
 
     def _mark_draining(self) -> None:
         try:
-            from ray._private.state import state as global_state
-
-            draining = set(global_state.get_draining_nodes())
-        except Exception:
+            draining = set(ray_private.draining_nodes())
+        except Exception as error:  # keep scheduling, but never without saying drains go unseen
+            print(f"coordinator: the draining nodes are unknown: {type(error).__name__}: "
+                  f"{one_line(error)}", flush=True)
             return
         for slot in self.workers.values():
             if slot.node_id in draining and slot.state in ("idle", "starting", "busy"):
@@ -533,7 +558,8 @@ class Coordinator:
             raise
         for slot, job, index, count in planned:
             task = {"run_id": job.run_id, "sub_job": index, "first": index * job.batch_size,
-                    "count": count, "model": job.model, "testset": job.testset}
+                    "count": count, "model": job.model, "testset": job.testset,
+                    "digests": job.digests}
             ref = slot.handle.run.remote(task)
             self.inflight[ref] = InFlight(slot.name, job.name, job.run_id, index, now, count)
 
@@ -574,16 +600,18 @@ class Coordinator:
                 if job.state == "running" and flight.sub_job not in job.done:
                     job.pending.appendleft(flight.sub_job)
                     self._count_rerun(job, flight.sub_job, slot.name)
+                    deaths = sum(1 for key in job.reran
+                                 if (parsed := parse_rerun_key(key)) and parsed[0] ==
+                                 flight.sub_job)
+                    if deaths >= MAX_SUB_JOB_DEATHS:
+                        self._fail_job(job, f"sub-job {flight.sub_job}: its worker died "
+                                       f"{deaths} times running it (out of memory, or the "
+                                       "model's runtime crashed)")
             return
         except Exception as error:  # the sub-job itself failed: the job cannot go on
             slot.state, slot.job, slot.sub_job = "idle", None, None
-            if job is not None and job.run_id == flight.run_id and job.state == "running":
-                failed = dataclasses.replace(job, state="failed",
-                                             error=one_line(error)[-300:])
-                self._save_job(failed)
-                job.state, job.error = failed.state, failed.error
-                job.pending.clear()
-                self.scheduler.leave(job.name)
+            if job is not None and job.run_id == flight.run_id:
+                self._fail_job(job, f"sub-job {flight.sub_job}: {_task_error(error)}")
             return
         now = time.time()
         if slot.state == "busy":
@@ -598,6 +626,16 @@ class Coordinator:
         job.completions.append((now, len(part["predictions"]), float(part["busy_s"])))
         if len(job.done) == job.sub_jobs and job.state == "running":
             self._finish(job)
+
+    def _fail_job(self, job: Job, reason: str) -> None:
+        """A running job fails with `reason` (job-status shows it); the others go on."""
+        if job.state != "running":
+            return
+        failed = dataclasses.replace(job, state="failed", error=" ".join(reason.split())[-300:])
+        self._save_job(failed)
+        job.state, job.error = failed.state, failed.error
+        job.pending.clear()
+        self.scheduler.leave(job.name)
 
     def _worker_died(self, slot: WorkerSlot) -> None:
         if slot.state != "dead":
@@ -674,31 +712,14 @@ class Coordinator:
             if len(self.jobs) + len(self.skipped) >= MAX_JOBS:
                 return _fail(f"NAME: the service holds {MAX_JOBS} jobs, its most "
                              "(job-remove one first)")
-        present = set(self.files.names())
-        data: dict[str, bytes] = {}
-        for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
-            if file not in present:
-                return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
-            size = self.files.size(file)
-            if size > MAX_FILE_BYTES:
-                return _fail(f"{flag}: {file!r} has {size} bytes, more than the "
-                             f"{MAX_FILE_BYTES} a node holds")
-            data[flag] = self.files.read_bytes(file)
-        try:
-            network = Mlp.from_bytes(data["--model"], model)
-            queries = array_shape(data["--testset"], testset, kinds="iuf")
-            truth = array_shape(data["--labels"], labels, kinds="iu")
-        except ModelFileError as error:
-            return _fail(str(error))
-        if len(queries) != 2 or queries[1] != network.inputs or queries[0] < 1:
-            return _fail(f"--testset: {testset!r} has shape {queries}; model {model!r} "
-                         f"takes rows of {network.inputs}")
-        if truth != (queries[0],):
-            return _fail(f"--labels: {labels!r} has shape {truth}; the test set has "
-                         f"{queries[0]} rows")
-        job = Job(name, model, testset, labels, job_options.batch_size, queries[0])
+        checked = self._check_files(model, testset, labels)
+        if isinstance(checked, dict):
+            return checked
+        queries, digests = checked
+        job = Job(name, model, testset, labels, job_options.batch_size, queries,
+                  digests=digests)
         if job.sub_jobs > MAX_SUB_JOBS:
-            return _fail(f"--batch-size: {queries[0]} queries in batches of "
+            return _fail(f"--batch-size: {queries} queries in batches of "
                          f"{job.batch_size} make {job.sub_jobs} sub-jobs, more than "
                          f"{MAX_SUB_JOBS}")
         with self.lock:
@@ -707,6 +728,43 @@ class Coordinator:
             self._save_job(job)
             self.jobs[name] = job
             return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}
+
+    def _check_files(self, model: str, testset: str,
+                     labels: str) -> tuple[int, dict[str, str]] | dict[str, Any]:
+        """A job's files as job-add and job-start check them: the model loaded and run on the
+        test set's first rows by ONNX Runtime in a child of bounded time and memory, the test
+        set's shape and element type against the model's input, one label per query. The
+        number of queries and each file's sha256, or the refusal (one line naming the file)."""
+        present = set(self.files.names())
+        data: dict[str, bytes] = {}
+        for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
+            if file not in present:
+                return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
+            size = self.files.size(file)
+            limit = MAX_MODEL_BYTES if flag == "--model" else MAX_FILE_BYTES
+            if size > limit:
+                return _fail(f"{flag}: {file!r} has {size} bytes, more than the {limit} "
+                             f"{'a model may take' if flag == '--model' else 'a node holds'}")
+            data[flag] = self.files.read_bytes(file)
+        digests = {role: sha256(data[f"--{role}"]) for role in FILE_ROLES}
+        try:
+            shape, dtype = array_header(data["--testset"], testset, kinds="biuf")
+            truth = array_shape(data["--labels"], labels, kinds="iu")
+            probe = first_rows(data["--testset"], testset, PROBE_ROWS)
+            key = (digests["model"], sha256(f"{probe.dtype}{probe.shape}".encode()
+                                            + probe.tobytes()))
+            signature = self.checked.get(key) or check_model_bounded(data["--model"], model,
+                                                                     probe)
+        except ModelFileError as error:
+            return _fail(str(error))
+        self.checked[key] = signature
+        if len(shape) < 1 or shape[0] < 1 or signature.accepts(shape, dtype) is not None:
+            return _fail(f"--testset: {testset!r} holds {dtype} of shape {shape_text(shape)}; "
+                         f"model {model!r} takes {signature.shown()}")
+        if truth != (shape[0],):
+            return _fail(f"--labels: {labels!r} has shape {shape_text(truth)}; the test set "
+                         f"has {shape[0]} queries")
+        return shape[0], digests
 
     def _known(self, name: str | None) -> Job | dict[str, Any]:
         if name in self.skipped:
@@ -721,6 +779,20 @@ class Coordinator:
             job = self._known(request.name)
             if isinstance(job, dict):
                 return job
+            if job.state == "running":
+                return _fail(f"job {job.name!r} is already running")
+        # the files again, outside the lock (a check takes seconds): still as job-add found
+        checked = self._check_files(job.model, job.testset, job.labels)
+        if isinstance(checked, dict):
+            return _fail(f"job {job.name!r}: {checked['error']}")
+        changed = [role for role in FILE_ROLES if checked[1][role] != job.digests.get(role)]
+        if changed:
+            return _fail(f"job {job.name!r}: its {changed[0]} "
+                         f"{getattr(job, changed[0])!r} changed in the store since job-add "
+                         "(job-remove the job and add it again)")
+        with self.lock:
+            if self.jobs.get(job.name) is not job:
+                return _fail(f"job {job.name!r} changed meanwhile; try again")
             if job.state == "running":
                 return _fail(f"job {job.name!r} is already running")
             fresh = job.state in ("done", "failed") or not job.run_id
@@ -793,10 +865,16 @@ class Coordinator:
                 jobs = [job]
             else:
                 jobs = list(self.jobs.values())
-            return {"ok": True, "coordinator_incarnation": self.incarnation,
-                    "policy": self.settings.policy,
-                    "jobs": {job.name: self._status(job) for job in jobs},
-                    "skipped": dict(self.skipped) if request.name is None else {}}
+            answer: dict[str, Any] = {
+                "ok": True, "coordinator_incarnation": self.incarnation,
+                "policy": self.settings.policy,
+                "jobs": {job.name: self._status(job) for job in jobs},
+                "skipped": dict(self.skipped) if request.name is None else {}}
+            outputs = {job.name: job.run_id for job in jobs if job.state == "done"}
+        for name, run_id in outputs.items():  # store reads outside the lock: scheduling goes on
+            answer["jobs"][name]["accuracy"] = self._read_json(
+                f"jobs/{run_id}/output.json", {}).get("accuracy")
+        return answer
 
     def _status(self, job: Job) -> dict[str, Any]:
         now = time.time()
@@ -821,9 +899,6 @@ class Coordinator:
             "reruns": job.reruns, "duplicates_discarded": job.duplicates,
             "error": job.error,
         }
-        if job.state == "done":
-            output["accuracy"] = self._read_json(f"jobs/{job.run_id}/output.json",
-                                                 {}).get("accuracy")
         return output
 
     def _members(self, request: Command) -> dict[str, Any]:

@@ -41,8 +41,10 @@ from urllib.parse import urlsplit
 
 from vocab.errors import UserError
 from vocab.ports import INFERENCE_COMMAND_PORT
+from workloads.common.deadline import call_within
 from workloads.common.options import OptionError
 from workloads.common.storage import Storage
+from workloads.inference.models import CHECK_TIMEOUT_S
 from workloads.inference.options import parse_command
 
 ENDPOINT_FILE = "service/endpoint.json"
@@ -50,6 +52,16 @@ KUBERNETES_ENV = "KUBERNETES_SERVICE_HOST"
 """Set in every Kubernetes pod."""
 COMMAND_TIMEOUT_S = 1.5
 """A command's answer is awaited this long (the service promises an answer within 2 s)."""
+CHECKING_COMMANDS = ("job_add", "job_start")
+"""Commands that check a job's files first (a model loaded by ONNX Runtime in a child)."""
+CHECKING_TIMEOUT_S = CHECK_TIMEOUT_S + 30.0
+"""Their answer is awaited for the check's own bound and the files' reading."""
+
+
+def command_timeout_s(method: str) -> float:
+    return CHECKING_TIMEOUT_S if method in CHECKING_COMMANDS else COMMAND_TIMEOUT_S
+
+
 COMMAND_PATH = "/command"
 HELLO_PATH = "/hello"
 NONCE_HEX = 32
@@ -245,10 +257,6 @@ def read_endpoint(store: Storage) -> dict[str, Any] | None:
         document: dict[str, Any] = json.loads(store.read_bytes(ENDPOINT_FILE))
     except (FileNotFoundError, ValueError):
         return None
-    except Exception as error:  # S3's NoSuchKey is a ClientError
-        if "NoSuchKey" in str(error) or "Not Found" in str(error):
-            return None
-        raise
     return document
 
 
@@ -269,14 +277,17 @@ def send_command(url: str, token: str, method: str, args: list[Any], timeout_s: 
                                             timeout=timeout_s)
     try:
         nonce = secrets.token_hex(NONCE_HEX // 2)
-        status, hello = _exchange(connection, HELLO_PATH, {"nonce": nonce}, {})
+        # a deadline on the whole answer: a server that drips bytes restarts a socket timeout
+        status, hello = call_within(
+            lambda: _exchange(connection, HELLO_PATH, {"nonce": nonce}, {}), timeout_s)
         if not (status == 200 and isinstance(hello, dict) and hello.get("url") == url
                 and isinstance(hello.get("proof"), str)
                 and hmac.compare_digest(hello["proof"], proof(token, nonce, url))):
             raise EndpointUnproven(f"{url} did not prove it holds the service's token (not "
                                    "the service's coordinator); nothing was sent to it")
-        status, answer = _exchange(connection, COMMAND_PATH, {"method": method, "args": args},
-                                   {"Authorization": f"Bearer {token}"})
+        status, answer = call_within(lambda: _exchange(
+            connection, COMMAND_PATH, {"method": method, "args": args},
+            {"Authorization": f"Bearer {token}"}), timeout_s)
     except (OSError, http.client.HTTPException) as error:
         raise EndpointUnreachable(f"no answer from {url} within {timeout_s:g} s "
                                   f"({one_reason(error)})") from None

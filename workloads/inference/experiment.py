@@ -27,7 +27,7 @@ from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import NAMESPACE, RUNS_FOLDER, parse_rerun_key
 from workloads.inference.files import store_file
-from workloads.inference.models import Mlp, array_from_bytes, make_bundle
+from workloads.inference.models import OnnxModel, array_from_bytes, make_bundle
 from workloads.inference.options import InferenceOptions
 from workloads.inference.service import ServiceError, call
 from workloads.inference.stats import delivery, recovery, spread
@@ -48,7 +48,7 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
         store_uri = str(Path(store_uri).resolve())  # the same folder from every node
     store = open_storage(store_uri, store_endpoint)
     sizes = JOB_SIZES[options.jobs]
-    show(f"training {', '.join(sizes)} networks on the digits ...")
+    show(f"building the {', '.join(sizes)} models on the digits ...")
     bundle = make_bundle(sizes, options.repeat, options.seed)
     for name, data in bundle.files.items():
         store.write_bytes(store_file(name), data)
@@ -116,7 +116,7 @@ def _watch(options: InferenceOptions, began: float,
 
 def _inject(options: InferenceOptions, now: float,
             show: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Kill busy workers at the same moment, each stopped half-way through a sub-job first
+    """Kill busy workers at the same moment, each stopped in the middle of a sub-job first
     (`holding`), then the coordinator (Ray restarts it; it resumes from the store). Nothing
     while fewer workers than asked are busy (the next sample tries again)."""
     events: list[dict[str, Any]] = []
@@ -185,16 +185,13 @@ def exactly_once(store: Storage, job: dict[str, Any], size: str) -> dict[str, An
     query, computed again here; beside them what the service reports it re-ran and
     discarded."""
     output = json.loads(store.read_bytes(f"jobs/{job['run_id']}/output.json"))
-    model = Mlp.from_bytes(store.read_bytes(store_file(f"{size}_model")))
+    model = OnnxModel(store.read_bytes(store_file(f"{size}_model")), f"{size}_model")
     queries = array_from_bytes(store.read_bytes(store_file(f"{size}_testset")), "testset")
     labels = array_from_bytes(store.read_bytes(store_file(f"{size}_label")), "labels")
-    answers: dict[bytes, int] = {}  # test sets repeat their rows: each one computed once
-    expected = []
-    for query in queries:
-        key = query.tobytes()
-        if key not in answers:
-            answers[key] = model.predict_one(query)
-        expected.append(answers[key])
+    # test sets repeat their rows: each distinct one computed once
+    distinct, which = np.unique(queries.reshape(len(queries), -1), axis=0, return_inverse=True)
+    answers = model.predict(distinct.reshape(-1, *queries.shape[1:]))
+    expected = [int(answers[index]) for index in which.reshape(-1)]
     counted = delivery(output["ids"], output["predictions"], [int(v) for v in labels],
                        expected)
     return {**counted, "accuracy": counted["correct"] / max(counted["answered"], 1),

@@ -6,6 +6,7 @@ MAX_FILE_BYTES."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ from workloads.inference.endpoint import ServiceError
 from workloads.inference.options import MAX_FILE_BYTES, check_name
 
 FILES_FOLDER = "files"
+JOBS_FOLDER = "service/jobs"
+"""The coordinator's record of each job: <name>.json."""
 
 
 def store_file(name: str) -> str:
@@ -48,10 +51,31 @@ def _name(name: str) -> str:
         raise ServiceError(str(error)) from None
 
 
-def files_put(files: Storage, local: Path, name: str) -> int:
+def jobs_using(store: Storage, name: str) -> list[str]:
+    """The jobs whose record in the store names the file `name` as one of theirs."""
+    using = []
+    for file in store.names():
+        if not (file.startswith(f"{JOBS_FOLDER}/") and file.endswith(".json")):
+            continue
+        try:
+            record = json.loads(store.read_bytes(file))
+        except (ValueError, OSError):
+            continue  # a record the coordinator skips, too
+        if isinstance(record, dict) and name in (record.get("model"), record.get("testset"),
+                                                 record.get("labels")):
+            using.append(file.removeprefix(f"{JOBS_FOLDER}/").removesuffix(".json"))
+    return sorted(using)
+
+
+def files_put(files: Storage, local: Path, name: str, store: Storage | None = None) -> int:
+    """`local` into the store as `name`; refused while a job (its record in `store`, the
+    whole store) uses a file of that name: a job answers with the files it was added with."""
     name = _name(name)
     if not local.is_file():
         raise ServiceError(f"LOCAL {str(local)!r}: no such file")
+    if store is not None and name in files.names() and (using := jobs_using(store, name)):
+        raise ServiceError(f"NAME {name!r}: job {using[0]!r} uses it (job-remove the job "
+                           "first, or put the file under another name)")
     size = local.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ServiceError(f"LOCAL {str(local)!r}: {size} bytes, more than the "

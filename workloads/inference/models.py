@@ -1,98 +1,254 @@
-"""The models the cluster serves: multi-layer perceptrons trained on scikit-learn's bundled
-digits in seconds, stored as plain arrays (`.npz`, read with `allow_pickle=False`: nothing is
-ever unpickled from the file store), and test sets / labels as `.npy` arrays.
+"""The models the cluster serves: ONNX files run by ONNX Runtime (nothing is ever unpickled
+from the file store), with test sets and labels as `.npy` arrays.
 
-Sizes of clearly different cost per query: `small` (one hidden layer of 32), `medium` (two
-of 256) and `large` (three of 512). A worker answers one query at a time, so a query's latency is
-one forward pass of one image.
+A model is any ONNX file (opset 13 or newer) whose first input takes a batch of queries on
+its first axis; the answer to a query is the argmax of the model's first output over its
+last axis (a first output of one integer per query, as scikit-learn's converters write, is
+the answer itself). A test set is an `.npy` array of shape (queries, *the input's shape
+after the batch axis*) whose element type converts to the input's without loss.
+
+The demo's models are built here without PyTorch, from weights trained in seconds on
+scikit-learn's bundled digits and written as ONNX graphs with `onnx.helper`: `small` and
+`medium` ReLU networks (one hidden layer of 32, two of 256) on the 64 pixels, and `large` a
+small convolutional network on the 1x8x8 image (random convolutions of 64 and 192 channels,
+a linear layer trained on their features) that costs ONNX Runtime over 0.1 ms a query on one
+core, hundreds of times the small network.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
+import json
 import math
-import zipfile
-from dataclasses import dataclass
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from vocab.errors import UserError
 
-MODEL_SIZES: dict[str, tuple[int, ...]] = {"small": (32,), "medium": (256, 256),
-                                           "large": (512, 512, 512)}
-"""Hidden layer widths per model name."""
-TRAINING_EPOCHS = {"small": 60, "medium": 30, "large": 20}
-"""Enough for ≥ 95 % held-out accuracy; the wide networks learn in fewer epochs."""
-MAX_LAYERS = 32
+MODEL_SIZES: dict[str, tuple[int, ...]] = {"small": (32,), "medium": (256, 256)}
+"""Hidden layer widths of the demo's ReLU networks; `large` is the convolutional one."""
+DEMO_SIZES = ("small", "medium", "large")
+TRAINING_EPOCHS = {"small": 60, "medium": 30}
+"""Enough for ≥ 95 % held-out accuracy."""
 MAX_MODEL_BYTES = 256 * 1024 * 1024
-"""A model's arrays, uncompressed: what a worker holds beside the test set."""
+"""A model file: what a worker holds beside the test set."""
+MIN_OPSET = 13
+CHECK_TIMEOUT_S = 60.0
+CHECK_MEMORY_BYTES = 4 * 1024 * 1024 * 1024
+"""The address space a model's check may take beside the model (a graph that asks for more
+is refused, not the coordinator's process taken down)."""
+PROBE_ROWS = 2
+"""Test set rows the check runs the model on."""
 
 
 class ModelFileError(UserError, ValueError):
     """A file in the store is not a model, test set or label array this cluster can read."""
 
 
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- ONNX models --------------------------------------------------------------------------
+
+ONNX_TO_NUMPY = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+                 7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
+                 13: "uint64"}
+"""ONNX tensor element types a test set can feed (onnx.TensorProto's numbers)."""
+
+
 @dataclass(frozen=True)
-class Mlp:
-    """A ReLU network ending in a linear layer; `predict` returns class indices."""
+class Signature:
+    """What a model takes: its first input's name, element type, and shape after the batch
+    axis (an int for a fixed size, None for a free one)."""
 
-    weights: tuple[np.ndarray, ...]
-    biases: tuple[np.ndarray, ...]
+    input: str
+    dtype: str
+    shape: tuple[int | None, ...]
+    output: str
 
-    def predict_one(self, query: np.ndarray) -> int:
-        activation = query
-        last = len(self.weights) - 1
-        for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            activation = activation @ weight + bias
-            if index < last:
-                activation = np.maximum(activation, 0.0)
-        return int(np.argmax(activation))
+    def shown(self) -> str:
+        return f"{self.dtype} of shape {shape_text(('N', *self.shape))}"
 
-    def to_bytes(self) -> bytes:
-        arrays = {f"w{i}": w for i, w in enumerate(self.weights)}
-        arrays |= {f"b{i}": b for i, b in enumerate(self.biases)}
-        buffer = io.BytesIO()
-        np.savez(buffer, **cast(dict[str, Any], arrays))  # the stubs' **kwargs are bools
-        return buffer.getvalue()
+    def accepts(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> str | None:
+        """Why a test set of this shape and element type does not fit, or None."""
+        rows = shape[1:]
+        if len(rows) != len(self.shape) or any(
+                want is not None and want != have for want, have in zip(self.shape, rows,
+                                                                         strict=False)):
+            return "shape"
+        if not np.can_cast(dtype, np.dtype(self.dtype), "safe"):
+            return "dtype"
+        return None
 
-    @classmethod
-    def from_bytes(cls, data: bytes, name: str = "model") -> Mlp:
-        """The network in an `.npz` of arrays w0, b0, w1, b1, ... (docs/inference.md);
-        each array's declared size is checked against the archive before it is read."""
+
+def shape_text(shape: tuple[int | str | None, ...]) -> str:
+    """(N, 1, 8, 8), a free size shown as ?."""
+    sizes = ["?" if size is None else str(size) for size in shape]
+    return f"({sizes[0]},)" if len(sizes) == 1 else f"({', '.join(sizes)})"
+
+
+def read_signature(data: bytes, name: str) -> Signature:
+    """The model's signature from the file alone (no ONNX Runtime): ModelFileError unless it
+    is an ONNX model of opset ≥ 13 with one fed input that takes a batch on its first axis."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelFileError(f"{name}: {len(data)} bytes, more than the {MAX_MODEL_BYTES} a "
+                             "model may take")
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as error:
+        raise ModelFileError(f"{name}: not an ONNX model ({_short(error)})") from None
+    if not model.graph.node or not model.graph.input or not model.graph.output:
+        raise ModelFileError(f"{name}: not an ONNX model (no graph: nodes, inputs, outputs)")
+    opset = next((entry.version for entry in model.opset_import
+                  if entry.domain in ("", "ai.onnx")), None)
+    if opset is None or opset < MIN_OPSET:
+        raise ModelFileError(f"{name}: ONNX opset {opset}; the service runs opset "
+                             f"{MIN_OPSET} or newer (export with opset_version={MIN_OPSET}+)")
+    initialized = {tensor.name for tensor in model.graph.initializer}
+    fed = [value for value in model.graph.input if value.name not in initialized]
+    if len(fed) != 1:
+        raise ModelFileError(f"{name}: the model takes {len(fed)} inputs "
+                             f"({', '.join(v.name for v in fed)[:80]}); the service feeds one")
+    first = fed[0]
+    tensor = first.type.tensor_type
+    if not first.type.HasField("tensor_type") or tensor.elem_type not in ONNX_TO_NUMPY:
+        raise ModelFileError(f"{name}: its input {first.name!r} is not a tensor of numbers")
+    dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
+    if not dims:
+        raise ModelFileError(f"{name}: its input {first.name!r} has no batch axis (it "
+                             "takes a scalar or an unknown rank)")
+    if dims[0].HasField("dim_value"):
+        raise ModelFileError(f"{name}: its input {first.name!r} has a fixed first axis of "
+                             f"{dims[0].dim_value}, no batch axis (export it with a dynamic "
+                             "first axis)")
+    shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in dims[1:])
+    return Signature(first.name, ONNX_TO_NUMPY[tensor.elem_type], shape,
+                     model.graph.output[0].name)
+
+
+def _short(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200] or type(error).__name__
+
+
+class OnnxModel:
+    """A model in an ONNX Runtime session of `threads` threads (CPU; the CUDA provider
+    first where ONNX Runtime has it)."""
+
+    def __init__(self, data: bytes, name: str = "model", threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        self.name = name
+        self.signature = read_signature(data, name)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        providers = [provider for provider in ("CUDAExecutionProvider", "CPUExecutionProvider")
+                     if provider in ort.get_available_providers()]
         try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                members = archive.infolist()
-                declared = sum(member.file_size for member in members)
-                if declared > MAX_MODEL_BYTES:
-                    raise ValueError(f"its arrays take {declared} bytes, more than "
-                                     f"{MAX_MODEL_BYTES}")
-                keys = {member.filename.removesuffix(".npy") for member in members}
-                layers = len([key for key in keys if key.startswith("w")])
-                if not 0 < layers <= MAX_LAYERS or keys != (
-                        {f"w{i}" for i in range(layers)} | {f"b{i}" for i in range(layers)}):
-                    raise ValueError(f"expected arrays w0, b0, ... of 1 to {MAX_LAYERS} "
-                                     f"layers, got {', '.join(sorted(keys))[:120]}")
-                arrays = {key: _member_array(archive, key) for key in sorted(keys)}
-        except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
-            raise ModelFileError(f"{name}: not a model file ({error})") from None
-        weights = tuple(arrays[f"w{i}"].astype(np.float32) for i in range(layers))
-        biases = tuple(arrays[f"b{i}"].astype(np.float32) for i in range(layers))
-        for index, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
-            if weight.ndim != 2 or bias.shape != (weight.shape[1],) or 0 in weight.shape:
-                raise ModelFileError(f"{name}: layer {index} has weights {weight.shape} and "
-                                     f"biases {bias.shape}; expected (IN, OUT) and (OUT,)")
-        for before, after in zip(weights, weights[1:], strict=False):
-            if before.shape[1] != after.shape[0]:
-                raise ModelFileError(f"{name}: layer shapes {before.shape} and {after.shape} "
-                                     "do not chain")
-        return cls(weights, biases)
+            self.session = ort.InferenceSession(data, options, providers=providers)
+        except Exception as error:  # onnxruntime's own exceptions share no public base
+            raise ModelFileError(f"{name}: ONNX Runtime cannot run it: "
+                                 f"{_short(error)}") from None
+        self.dtype = np.dtype(self.signature.dtype)
 
-    @property
-    def inputs(self) -> int:
-        return int(self.weights[0].shape[0])
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        """One answer (int64) per row of `batch`: argmax of the first output over its last
+        axis, or the first output itself when it is one integer per row."""
+        try:
+            output = self.session.run([self.signature.output],
+                                      {self.signature.input: batch.astype(self.dtype,
+                                                                          copy=False)})[0]
+        except Exception as error:  # onnxruntime's own exceptions share no public base
+            raise ModelFileError(f"{self.name}: ONNX Runtime failed on a batch of "
+                                 f"{len(batch)}: {_short(error)}") from None
+        output = np.asarray(output)
+        if output.ndim == 1 and output.dtype.kind in "iu" and len(output) == len(batch):
+            return output.astype(np.int64)
+        if output.ndim < 2 or output.shape[0] != len(batch) or math.prod(
+                output.shape[1:-1]) != 1 or output.shape[-1] < 1:
+            raise ModelFileError(f"{self.name}: its first output has shape {output.shape} "
+                                 f"for a batch of {len(batch)}; expected (N, classes)")
+        return np.argmax(output.reshape(len(batch), -1), axis=1).astype(np.int64)
+
+
+def check_model(data: bytes, name: str, probe: np.ndarray) -> Signature:
+    """The model loaded by ONNX Runtime and, when `probe` (a few test set rows) fits its
+    input, run on it: ModelFileError naming what fails. Runs in this process:
+    `check_model_bounded` runs it in a child of bounded time and memory."""
+    model = OnnxModel(data, name)
+    if len(probe) and model.signature.accepts(probe.shape, probe.dtype) is None:
+        model.predict(probe)
+    return model.signature
+
+
+def check_model_bounded(data: bytes, name: str, probe: np.ndarray,
+                        timeout_s: float = CHECK_TIMEOUT_S,
+                        memory_bytes: int = CHECK_MEMORY_BYTES) -> Signature:
+    """`check_model` in a child process limited to `memory_bytes` of address space beside
+    the model and `timeout_s`: a model that would exhaust them is refused, and the caller
+    (the coordinator) is never at risk."""
+    with tempfile.TemporaryDirectory(prefix="spotburst-model-check-") as folder:
+        Path(folder, "model.onnx").write_bytes(data)
+        np.save(Path(folder, "probe.npy"), probe, allow_pickle=False)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+               "OMP_NUM_THREADS": "1"}
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "workloads.inference.models", folder, name,
+                 str(memory_bytes + 2 * len(data))],
+                capture_output=True, text=True, timeout=timeout_s, env=env,
+                stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ModelFileError(f"{name}: ONNX Runtime did not load and run it within "
+                                 f"{timeout_s:g} s") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):  # killed, or crashed in ONNX Runtime's own code
+        said = _short(RuntimeError(done.stderr.strip()[-300:]))
+        raise ModelFileError(f"{name}: ONNX Runtime failed on it (exit code "
+                             f"{done.returncode}, out of memory or a crash: {said})")
+    if not answer.get("ok"):
+        raise ModelFileError(str(answer.get("error")))
+    signature = answer["signature"]
+    return Signature(signature["input"], signature["dtype"], tuple(signature["shape"]),
+                     signature["output"])
+
+
+def _check_child(folder: str, name: str, memory_bytes: int) -> None:
+    """The child of `check_model_bounded`: one JSON line on stdout."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    try:
+        data = Path(folder, "model.onnx").read_bytes()
+        probe = np.load(Path(folder, "probe.npy"), allow_pickle=False)
+        signature = check_model(data, name, probe)
+        print(json.dumps({"ok": True, "signature": asdict(signature)}), flush=True)
+    except ModelFileError as error:
+        print(json.dumps({"ok": False, "error": str(error)}), flush=True)
+    except MemoryError:
+        print(json.dumps({"ok": False, "error": f"{name}: ONNX Runtime ran out of the "
+                          f"{memory_bytes} bytes a model's check may take"}), flush=True)
+
+
+# --- arrays ---------------------------------------------------------------------------------
 
 
 def array_to_bytes(array: np.ndarray) -> bytes:
@@ -101,14 +257,9 @@ def array_to_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _member_array(archive: zipfile.ZipFile, key: str) -> np.ndarray:
-    """One array of an .npz, its header checked against the member's real size first."""
-    return array_from_bytes(archive.read(f"{key}.npy"), key)
-
-
 def array_from_bytes(data: bytes, name: str) -> np.ndarray:
     """The numeric `.npy` array in `data` (its header checked against its size first)."""
-    array_shape(data, name)
+    array_header(data, name)
     try:
         array: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError) as error:
@@ -117,9 +268,15 @@ def array_from_bytes(data: bytes, name: str) -> np.ndarray:
 
 
 def array_shape(data: bytes, name: str, kinds: str = "biuf") -> tuple[int, ...]:
-    """The shape of the `.npy` array in `data`, from its header, refused unless the data
-    really holds that many elements (a header can claim anything) and its element kind is
-    one of `kinds` (numpy's: b bool, i/u integers, f floats)."""
+    """The shape of the `.npy` array in `data` (array_header)."""
+    return array_header(data, name, kinds)[0]
+
+
+def array_header(data: bytes, name: str,
+                 kinds: str = "biuf") -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and element type of the `.npy` array in `data`, from its header, refused
+    unless the data really holds that many elements (a header can claim anything) and its
+    element kind is one of `kinds` (numpy's: b bool, i/u integers, f floats)."""
     buffer = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(buffer)
@@ -136,10 +293,23 @@ def array_shape(data: bytes, name: str, kinds: str = "biuf") -> tuple[int, ...]:
     if claimed != present:
         raise ModelFileError(f"{name}: its header claims an array of shape {tuple(shape)} "
                              f"({claimed} bytes) but the file holds {present} bytes after it")
-    return tuple(int(size) for size in shape)
+    return tuple(int(size) for size in shape), dtype
+
+
+def first_rows(data: bytes, name: str, rows: int) -> np.ndarray:
+    """The first `rows` rows of the `.npy` array in `data`, without reading the rest."""
+    shape, dtype = array_header(data, name)
+    offset = len(data) - math.prod(shape) * dtype.itemsize
+    count = min(rows, shape[0] if shape else 0)
+    row_items = math.prod(shape[1:])
+    array = np.frombuffer(data, dtype, count * row_items, offset)
+    return array.reshape((count, *shape[1:]))
 
 
 KIND_WORDS = {"b": "booleans", "i": "integers", "u": "unsigned integers", "f": "floats"}
+
+
+# --- the demo's models ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -150,38 +320,139 @@ class Bundle:
     test_accuracy: dict[str, float]
 
 
-@functools.cache
-def train_mlp(size: str, seed: int = 0) -> tuple[Mlp, np.ndarray, np.ndarray, float]:
-    """A `size` network trained on 75 % of digits; returns it, the other 25 % (the raw
-    pixels 0-16 as uint8: a test set of one byte per feature; the network's first layer
-    takes the 1/16 scale it was trained at) with their labels, and its accuracy on them.
-    Deterministic in
-    (size, seed), so trained once per process (the large one takes a minute on a busy
-    machine; the benchmark's five runs share it). Callers must not modify what it returns."""
+IMAGE = (1, 8, 8)
+CONV_CHANNELS = (64, 192)
+
+
+def _onnx_model(nodes: list[Any], inputs: list[Any], outputs: list[Any],
+                initializers: list[Any], name: str) -> bytes:
+    from onnx import checker, helper
+
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="spotburst")
+    model.ir_version = 8  # what every ONNX Runtime since 1.10 reads
+    checker.check_model(model)
+    return bytes(model.SerializeToString())
+
+
+def mlp_onnx(weights: list[np.ndarray], biases: list[np.ndarray], name: str) -> bytes:
+    """A ReLU network (Gemm, Relu, ..., Gemm) on (N, inputs) float32 pixels as ONNX."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, initializers = [], []
+    current = "pixels"
+    for index, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
+        initializers += [numpy_helper.from_array(weight.astype(np.float32), f"w{index}"),
+                         numpy_helper.from_array(bias.astype(np.float32), f"b{index}")]
+        last = index == len(weights) - 1
+        out = "scores" if last else f"z{index}"
+        nodes.append(helper.make_node("Gemm", [current, f"w{index}", f"b{index}"], [out]))
+        if not last:
+            nodes.append(helper.make_node("Relu", [out], [f"a{index}"]))
+            current = f"a{index}"
+    return _onnx_model(
+        nodes, [helper.make_tensor_value_info("pixels", TensorProto.FLOAT,
+                                              ["N", weights[0].shape[0]])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT,
+                                       ["N", weights[-1].shape[1]])], initializers, name)
+
+
+def cnn_onnx(convolutions: list[tuple[np.ndarray, np.ndarray]],
+             dense: tuple[np.ndarray, np.ndarray] | None, name: str) -> bytes:
+    """Conv 3x3 + Relu layers, a 2x2 max pool, flattened, and (given `dense`) a linear
+    layer to the class scores; without it the output is the flattened features."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, initializers = [], []
+    current = "image"
+    for index, (weight, bias) in enumerate(convolutions):
+        initializers += [numpy_helper.from_array(weight.astype(np.float32), f"k{index}"),
+                         numpy_helper.from_array(bias.astype(np.float32), f"c{index}")]
+        nodes += [helper.make_node("Conv", [current, f"k{index}", f"c{index}"],
+                                   [f"conv{index}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"conv{index}"], [f"relu{index}"])]
+        current = f"relu{index}"
+    nodes += [helper.make_node("MaxPool", [current], ["pooled"], kernel_shape=[2, 2],
+                               strides=[2, 2]),
+              helper.make_node("Flatten", ["pooled"], ["features"], axis=1)]
+    output = "features"
+    if dense is not None:
+        initializers += [numpy_helper.from_array(dense[0].astype(np.float32), "w"),
+                         numpy_helper.from_array(dense[1].astype(np.float32), "b")]
+        nodes.append(helper.make_node("Gemm", ["features", "w", "b"], ["scores"]))
+        output = "scores"
+    return _onnx_model(
+        nodes, [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", *IMAGE])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["N", None])],
+        initializers, name)
+
+
+def _digits(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
-    from sklearn.neural_network import MLPClassifier
 
     digits = load_digits()
     pixels = digits.data.astype(np.uint8)
     train_x, test_x, train_y, test_y = train_test_split(
         pixels, digits.target, test_size=0.25, random_state=seed, stratify=digits.target)
-    network = MLPClassifier(hidden_layer_sizes=MODEL_SIZES[size],
-                            max_iter=TRAINING_EPOCHS[size], random_state=seed)
+    return train_x, test_x, train_y, test_y
+
+
+@functools.cache
+def train_model(size: str, seed: int = 0) -> tuple[bytes, np.ndarray, np.ndarray, float]:
+    """The demo's `size` model trained on 75 % of digits, as ONNX; returns it, the other
+    25 % as its test set (the raw pixels 0-16 as uint8, shaped as the model takes them)
+    with their labels, and its accuracy on them. Deterministic in (size, seed), so built
+    once per process."""
     import warnings
 
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import MLPClassifier
     from threadpoolctl import threadpool_limits
 
+    train_x, test_x, train_y, test_y = _digits(seed)
     # one BLAS thread: on a machine whose cores are busy, more only queue behind each other
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore")  # a capped max_iter warns that it did not converge
-        network.fit(train_x / 16.0, train_y)
-    weights = [np.asarray(w, np.float32) for w in network.coefs_]
-    weights[0] = weights[0] / np.float32(16.0)  # raw pixels in, as trained on pixels / 16
-    mlp = Mlp(tuple(weights), tuple(np.asarray(b, np.float32) for b in network.intercepts_))
-    accuracy = float(np.mean([mlp.predict_one(x) == y for x, y in zip(test_x, test_y,
-                                                                       strict=True)]))
-    return mlp, test_x, test_y.astype(np.uint8), accuracy
+        if size in MODEL_SIZES:
+            network = MLPClassifier(hidden_layer_sizes=MODEL_SIZES[size],
+                                    max_iter=TRAINING_EPOCHS[size], random_state=seed)
+            network.fit(train_x / 16.0, train_y)
+            weights = [np.asarray(w, np.float32) for w in network.coefs_]
+            weights[0] = weights[0] / np.float32(16.0)  # raw pixels in, as trained on /16
+            data = mlp_onnx(weights, [np.asarray(b) for b in network.intercepts_],
+                            f"digits-{size}")
+            test_x = np.ascontiguousarray(test_x)
+        elif size == "large":
+            # random convolutions (their features), a linear layer trained on them
+            rng = np.random.default_rng(seed)
+            convolutions, before = [], IMAGE[0]
+            for index, channels in enumerate(CONV_CHANNELS):
+                scale = np.sqrt(2.0 / (before * 9)) / (16.0 if index == 0 else 1.0)
+                convolutions.append((rng.normal(0.0, scale, (channels, before, 3, 3)),
+                                     rng.normal(0.0, 0.05, channels)))
+                before = channels
+            features = OnnxModel(cnn_onnx(convolutions, None, "features"), "features")
+            images = train_x.reshape(-1, *IMAGE).astype(np.float32)
+            found = features.session.run(None, {"image": images})[0]
+            mean, std = found.mean(axis=0), found.std(axis=0) + 1e-3
+            classifier = LogisticRegression(max_iter=300, C=0.5)
+            classifier.fit((found - mean) / std, train_y)
+            weight = (classifier.coef_ / std).T
+            bias = classifier.intercept_ - (mean / std) @ classifier.coef_.T
+            data = cnn_onnx(convolutions, (weight, bias), f"digits-{size}")
+            test_x = np.ascontiguousarray(test_x.reshape(-1, *IMAGE))
+        else:
+            raise ValueError(f"no demo model {size!r}; expected one of {DEMO_SIZES}")
+    answers = OnnxModel(data, size).predict(test_x)
+    accuracy = float(np.mean(answers == test_y))
+    return data, test_x, test_y.astype(np.uint8), accuracy
+
+
+def tiled(array: np.ndarray, repeat: int) -> np.ndarray:
+    """`array`'s rows repeated `repeat` times (a longer test set of the same queries)."""
+    return np.tile(array, (repeat, *([1] * (array.ndim - 1))))
 
 
 def make_bundle(sizes: tuple[str, ...] = ("small", "large"), repeat: int = 1,
@@ -192,20 +463,20 @@ def make_bundle(sizes: tuple[str, ...] = ("small", "large"), repeat: int = 1,
     files: dict[str, bytes] = {}
     accuracy: dict[str, float] = {}
     for size in sizes:
-        mlp, test_x, test_y, accuracy[size] = train_mlp(size, seed)
-        files[f"{size}_model"] = mlp.to_bytes()
-        files[f"{size}_testset"] = array_to_bytes(np.tile(test_x, (repeat, 1)))
-        files[f"{size}_label"] = array_to_bytes(np.tile(test_y, repeat))
+        model, test_x, test_y, accuracy[size] = train_model(size, seed)
+        files[f"{size}_model"] = model
+        files[f"{size}_testset"] = array_to_bytes(tiled(test_x, repeat))
+        files[f"{size}_label"] = array_to_bytes(tiled(test_y, repeat))
     return Bundle(files, accuracy)
 
 
-DEMO_SUFFIXES = {"_model": ".npz", "_testset": ".npy", "_label": ".npy"}
+DEMO_SUFFIXES = {"_model": ".onnx", "_testset": ".npy", "_label": ".npy"}
 
 
-def write_demo_files(folder: Path, sizes: tuple[str, ...] = ("small",),
+def write_demo_files(folder: Path, sizes: tuple[str, ...] = ("small", "large"),
                      repeat: int = 1, seed: int = 0) -> list[Path]:
-    """The demo's model, test set and labels per size as local files (`small_model.npz`,
-    `small_testset.npy`, `small_label.npy`), ready for files-put; returns them."""
+    """The demo's models, test sets and labels per size as local files (`small_model.onnx`,
+    `small_testset.npy`, `small_label.npy`, ...), ready for files-put; returns them."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in make_bundle(sizes, repeat, seed).files.items():
@@ -214,3 +485,7 @@ def write_demo_files(folder: Path, sizes: tuple[str, ...] = ("small",),
         path.write_bytes(data)
         written.append(path)
     return written
+
+
+if __name__ == "__main__":  # the bounded check's child: FOLDER NAME MEMORY_BYTES
+    _check_child(sys.argv[1], sys.argv[2], int(sys.argv[3]))

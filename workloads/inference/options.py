@@ -10,19 +10,17 @@ bound what one command can make the service hold."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from vocab.names import NAME, shown
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
 from workloads.inference.scheduler import POLICIES
 
-MAX_NAME_CHARS = 64
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_BATCH_SIZE = 100_000
 MAX_SUB_JOBS = 100_000
 """Sub-jobs of one job (its test set's rows / --batch-size)."""
@@ -36,12 +34,8 @@ COMMANDS = ("job_add", "job_start", "job_stop", "job_remove", "job_status", "mem
 def check_name(flag: str, value: Any) -> str:
     """A job's or a stored file's name: 1-64 letters, digits, '.', '_', '-', not starting
     with '.' or '-' (so it is one plain file name in the store)."""
-    if (not isinstance(value, str) or len(value) > MAX_NAME_CHARS
-            or not NAME_PATTERN.fullmatch(value)):
-        shown = repr(value) if not isinstance(value, str) or len(value) <= 40 else \
-            f"{value[:40]!r}... ({len(value)} characters)"
-        raise OptionError(flag, f"expected a name of 1-{MAX_NAME_CHARS} letters, digits, "
-                          f"'.', '_' or '-' starting with a letter or digit, got {shown}")
+    if not NAME.matches(value):
+        raise OptionError(flag, f"expected {NAME.rule}, got {shown(value)}")
     return value
 
 
@@ -49,6 +43,8 @@ def check_store(flag: str, store: str | None, endpoint: str | None) -> None:
     """A store is a folder or s3://BUCKET[/prefix]; an endpoint goes with s3:// only."""
     if store is not None:
         parsed = urlparse(store)
+        if parsed.scheme in ("", "file") and Path(parsed.path or store).is_file():
+            raise OptionError(flag, f"{store} is a file; give a folder or s3://BUCKET/PREFIX")
         if not store.strip():
             raise OptionError(flag, "expected a folder or s3://BUCKET/PREFIX, got ''")
         if parsed.scheme == "s3" and not parsed.netloc:
@@ -104,10 +100,10 @@ SERVICE_SPEC = OptionSpec(ServiceOptions, prog="invoke infer-up",
 
 @dataclass(frozen=True, kw_only=True)
 class JobOptions:
-    model: str | None = option(None, "model file name in the store: an .npz of layers "
+    model: str | None = option(None, "model file name in the store: an ONNX model "
                                "(required; docs/inference.md)")
-    testset: str | None = option(None, "test set file name in the store: a 2-D float .npy "
-                                 "array, one row a query (required)")
+    testset: str | None = option(None, "test set file name in the store: an .npy array, "
+                                 "one query per row of the model's input shape (required)")
     labels: str | None = option(None, "labels file name in the store: a 1-D integer .npy "
                                 "array, one label per query (required)")
     batch_size: int = option(20, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
@@ -201,13 +197,13 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
                                 "between jobs)", flag="--fair-share-period", above=0.0)
     window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
-    jobs: int = option(2, "jobs run at once: the small and large networks (with 3, also "
-                       "the medium one)", minimum=2, maximum=3)
+    jobs: int = option(2, "jobs run at once: the small network and the convolutional one "
+                       "(large; with 3, also the medium network)", minimum=2, maximum=3)
     batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
     repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
                          minimum=1, maximum=10_000)
     fail_workers: int = option(2, "busy workers killed at the same moment during the run, "
-                               "each half-way through a sub-job (0: none)", minimum=0,
+                               "each in the middle of a sub-job (0: none)", minimum=0,
                                maximum=64)
     fail_coordinator: int = option(1, "1: kill the coordinator at the same moment as the "
                                    "workers (Ray restarts it, it resumes from the store); "
@@ -215,6 +211,12 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     fail_after_s: float = option(8.0, "seconds after the jobs start that the failures hit",
                                  flag="--fail-after", minimum=0.0)
     seed: int = option(0, "seed of the models' training and the data split", minimum=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.fail_workers > self.workers:
+            raise OptionError("--fail-workers", f"expected at most --workers ({self.workers}), "
+                              f"got {self.fail_workers}")
 
     def parameters(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,7 +19,7 @@ from workloads.inference.coordinator import (
     NAMESPACE,
     Coordinator,
 )
-from workloads.inference.endpoint import COMMAND_TIMEOUT_S, ServiceError
+from workloads.inference.endpoint import ServiceError, command_timeout_s
 
 
 def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
@@ -72,8 +72,10 @@ def coordinator() -> Any:
                            "(invoke infer-up)") from None
 
 
-def call(method: str, *args: Any, timeout_s: float = COMMAND_TIMEOUT_S) -> dict[str, Any]:
-    """One command; its answer, or ServiceError with the coordinator's one-line reason."""
+def call(method: str, *args: Any, timeout_s: float | None = None) -> dict[str, Any]:
+    """One command; its answer, or ServiceError with the coordinator's one-line reason.
+    Awaited `timeout_s`, by default as long as the CLI awaits it."""
+    timeout_s = command_timeout_s(method) if timeout_s is None else timeout_s
     handle = coordinator()
     try:
         answer: dict[str, Any] = ray.get(handle.command.remote(method, list(args)),

@@ -1,5 +1,6 @@
-"""A worker: answers one sub-job at a time (one query after another, each timed), writes the
-sub-job's answers to the file store as one part, and returns them to the coordinator.
+"""A worker: answers one sub-job at a time (its queries as one batch through the job's ONNX
+model in ONNX Runtime, timed), writes the sub-job's answers to the file store as one part,
+and returns them to the coordinator.
 
 Each answer carries its query's id (its row in the test set), so the merged output can be
 checked id by id against the labels: a query lost or answered twice shows there.
@@ -8,10 +9,10 @@ Workers are detached named actors, so they outlive a coordinator that dies: its 
 incarnation finds them again by name. A part's name is fixed by its job run and sub-job, so a
 sub-job run twice (after a failure) overwrites its part instead of adding a second one.
 
-A failure can be made to hit work in flight (`hold_mid_sub_job`): the worker stops between
-two queries of its sub-job and waits there, half-done, to be killed. A kill at a random moment
-often lands between a sub-job's last answer and the coordinator collecting it, which loses
-nothing and tests nothing.
+A failure can be made to hit work in flight (`hold_mid_sub_job`): the worker stops after its
+sub-job's answers are computed and before its part is stored, and waits there to be killed.
+A kill at a random moment often lands between a sub-job's part and the coordinator
+collecting it, which loses nothing and tests nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import ray
 
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.files import store_file
-from workloads.inference.models import Mlp, ModelFileError, array_from_bytes
+from workloads.inference.models import ModelFileError, OnnxModel, array_from_bytes, sha256
 from workloads.inference.options import MAX_FILE_BYTES
 
 
@@ -94,45 +95,52 @@ class InferenceWorker:
     def __init__(self, name: str, store_uri: str, s3_endpoint: str | None) -> None:
         self.name = name
         self.store: Storage = open_storage(store_uri, s3_endpoint)
-        self.models: dict[str, Mlp] = {}
-        self.arrays: dict[str, np.ndarray] = {}
+        self.models: dict[tuple[str, str], OnnxModel] = {}
+        self.arrays: dict[tuple[str, str], np.ndarray] = {}
         self.hold = MidSubJobHold()
 
     def ping(self) -> dict[str, Any]:
         context = ray.get_runtime_context()
         return {"name": self.name, "pid": os.getpid(), "node_id": context.get_node_id()}
 
-    def _read(self, name: str) -> bytes:
+    def _read(self, name: str, digest: str) -> bytes:
+        """The file as job-add checked it (its sha256), else ModelFileError: the job fails
+        rather than answer from another file of that name."""
         size = self.store.size(store_file(name))
         if size > MAX_FILE_BYTES:
             raise ModelFileError(f"{name}: {size} bytes, more than {MAX_FILE_BYTES}")
-        return self.store.read_bytes(store_file(name))
+        data = self.store.read_bytes(store_file(name))
+        if sha256(data) != digest:
+            raise ModelFileError(f"{name}: changed in the store since job-add")
+        return data
 
-    def _model(self, name: str) -> Mlp:
-        if name not in self.models:
-            self.models[name] = Mlp.from_bytes(self._read(name), name)
-        return self.models[name]
+    def _model(self, name: str, digest: str) -> OnnxModel:
+        if (name, digest) not in self.models:
+            self.models[(name, digest)] = OnnxModel(self._read(name, digest), name)
+        return self.models[(name, digest)]
 
-    def _array(self, name: str) -> np.ndarray:
-        if name not in self.arrays:
-            self.arrays[name] = array_from_bytes(self._read(name), name)
-        return self.arrays[name]
+    def _array(self, name: str, digest: str) -> np.ndarray:
+        if (name, digest) not in self.arrays:
+            self.arrays[(name, digest)] = array_from_bytes(self._read(name, digest), name)
+        return self.arrays[(name, digest)]
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
-        """Answer queries [first, first + count) of the task's test set."""
+        """Answer queries [first, first + count) of the task's test set: one ONNX Runtime
+        call on the whole sub-job (a batch), each query's latency that call's time."""
         began_run = time.perf_counter()
-        model = self._model(task["model"])
-        queries = self._array(task["testset"])[task["first"]:task["first"] + task["count"]]
-        predictions: list[int] = []
-        latencies: list[float] = []
-        for query in queries:
-            began = time.perf_counter()
-            predictions.append(model.predict_one(query))
-            latencies.append(time.perf_counter() - began)
-            self.hold.checkpoint(task, len(predictions))
+        digests = task["digests"]
+        model = self._model(task["model"], digests["model"])
+        queries = self._array(task["testset"], digests["testset"])[
+            task["first"]:task["first"] + task["count"]]
+        began = time.perf_counter()
+        answers = model.predict(queries)
+        compute = time.perf_counter() - began
+        self.hold.checkpoint(task, len(answers))
+        predictions = [int(value) for value in answers]
         ids = list(range(task["first"], task["first"] + len(predictions)))
         part = {"run_id": task["run_id"], "sub_job": task["sub_job"], "first": task["first"],
-                "ids": ids, "predictions": predictions, "latencies_s": latencies,
+                "ids": ids, "predictions": predictions,
+                "latencies_s": [compute] * len(predictions), "compute_s": compute,
                 "worker": self.name, "finished_at": time.time(),
                 "busy_s": time.perf_counter() - began_run}
         self.store.write_bytes(part_name(task["run_id"], task["sub_job"]),

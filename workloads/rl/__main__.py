@@ -13,7 +13,7 @@ from workloads.rl.options import RL_SPEC, RlOptions
 
 def run(options: RlOptions) -> int:
     try:
-        check_env(options.env)
+        check_env(options.env, options.env_file)
     except OptionError as error:
         return fail(error)
     with ray_session():

@@ -25,6 +25,7 @@ import ray
 
 from vocab.spot import LEARNER_RESOURCE, ON_DEMAND_RESOURCE, SPOT_RESOURCE
 from workloads.rl.checkpoint import pack_state, unpack_state
+from workloads.rl.envs import env_descriptor, make_env
 from workloads.rl.evaluation import evaluate_now, periodic_evaluation
 from workloads.rl.options import RlOptions
 from workloads.rl.runners import Fragment, RunnerPool, rllib_internal_deprecations_quiet
@@ -58,9 +59,10 @@ def sac_config(options: RlOptions) -> Any:
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
     hiddens = [options.hidden, options.hidden]
+    env, env_config = env_descriptor(options.env, options.env_file)
     return (
         SACConfig()
-        .environment(options.env)
+        .environment(env, env_config=env_config)
         .framework("torch")
         .env_runners(
             num_env_runners=0,
@@ -98,10 +100,9 @@ def policy_module(options: RlOptions, learner_state: dict[str, Any] | None = Non
     """The run's RLModule (policy, Q and target networks) built from its config in this
     process, without Ray; with `learner_state` (a checkpoint's, as `Trainer.state` wrote it)
     holding that state's weights."""
-    import gymnasium
     from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 
-    env = gymnasium.make(options.env)
+    env = make_env(*env_descriptor(options.env, options.env_file))
     try:
         with rllib_internal_deprecations_quiet():
             module = sac_config(options).get_rl_module_spec(env=env).build()

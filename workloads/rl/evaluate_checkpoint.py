@@ -30,7 +30,7 @@ from workloads.rl.checkpoint import (
     checkpoint_names,
     read_checkpoint,
 )
-from workloads.rl.envs import check_env
+from workloads.rl.envs import check_env, env_descriptor
 from workloads.rl.options import RL_EVALUATE_SPEC, RlEvaluateOptions, RlOptions
 
 WORKLOAD = "rl-evaluate"
@@ -66,7 +66,8 @@ def run_options(checkpoint: Checkpoint) -> RlOptions:
     recorded = checkpoint.meta.get("options")
     if not isinstance(recorded, dict):
         raise CheckpointError(f"{checkpoint.name}: {META_FILE} records no run options")
-    known = set(RlOptions.__dataclass_fields__)
+    # a file env's shipped copy was the job's; here its --env FILE.py is read as given
+    known = set(RlOptions.__dataclass_fields__) - {"env_file"}
     try:
         return RlOptions(**{key: value for key, value in recorded.items() if key in known})
     except (OptionError, TypeError) as error:
@@ -121,7 +122,9 @@ def evaluate(options: RlEvaluateOptions, say: Callable[[str], None]) -> Storage:
             f"{episode_return:.1f}")
 
     normalize = bool(sac_config(rl_options).normalize_actions)  # as the run's env runners
-    returns = policy_returns(module, rl_options.env, normalize, seeds, progress)
+    descriptor, env_config = env_descriptor(rl_options.env)
+    returns = policy_returns(module, descriptor, normalize, seeds, progress,
+                             env_config=env_config)
     summary: dict[str, Any] = {
         "run": str(options.run),
         "checkpoint": checkpoint.name,

@@ -17,6 +17,8 @@ from typing import Any
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
+from workloads.rl.envs import make_env
+
 PENDING = "spotburst_evaluations"
 """The env runner's attribute holding evaluations not yet collected."""
 
@@ -26,18 +28,18 @@ def phase(seed: int, runner: int, every: int) -> int:
     return random.Random(f"{seed}:{runner}").randrange(every)
 
 
-def policy_returns(module: Any, env_id: str, normalize_actions: bool, seeds: list[int],
-                   on_episode: Callable[[int, float], None] | None = None) -> list[float]:
+def policy_returns(module: Any, env_id: Any, normalize_actions: bool, seeds: list[int],
+                   on_episode: Callable[[int, float], None] | None = None,
+                   env_config: dict[str, Any] | None = None) -> list[float]:
     """One episode per env seed of `module`'s deterministic policy, acting on tanh(μ) (mapped
     to the action space's bounds when `normalize_actions`, as the env runners map theirs), in
     a new env; `on_episode(index, return)` after each."""
-    import gymnasium
     import numpy as np
     import torch
     from ray.rllib.core.columns import Columns
     from ray.rllib.utils.spaces.space_utils import unsquash_action
 
-    env = gymnasium.make(env_id)
+    env = make_env(env_id, env_config)
     returns = []
     try:
         for index, seed in enumerate(seeds):
@@ -66,7 +68,8 @@ def deterministic_returns(env_runner: Any, episodes: int, seed: int) -> list[flo
     """`episodes` episodes of the runner's current policy (env seeds seed, seed + 1, ...)."""
     config = env_runner.config
     return policy_returns(env_runner.module, config.env, config.normalize_actions,
-                          [seed + episode for episode in range(episodes)])
+                          [seed + episode for episode in range(episodes)],
+                          env_config=dict(config.env_config))
 
 
 FINAL_EPISODE = 1_000_000

@@ -5,8 +5,10 @@ spot lab's (`--spot`, `--learner`, ...) and the target's (`--address`, `--stack`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from vocab.names import fits_file_system, shown
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 from workloads.common.results import ResultsOptions
 
@@ -14,12 +16,20 @@ LEARNER_PLACES = ("learner", "on-demand", "anywhere")
 """Where the learner goes: the learner pool's node (on-demand, a GPU node on AWS), any
 on-demand worker node, or wherever Ray finds a CPU (a plain cluster without pools)."""
 RUNNER_PLACES = ("spot", "on-demand", "anywhere")
+ENV_FLAG = "--env"
+"""The flag every error about the environment names (workloads/rl/envs.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RlOptions(ResultsOptions):
     env: str = option(
-        "Pendulum-v1", "Gymnasium environment id (continuous actions: a Box action space)"
+        "Pendulum-v1", "Gymnasium environment id (Gymnasium's module:EnvId form too), or your "
+        "own FILE.py:CLASS (a gymnasium.Env subclass; the file travels with the job); "
+        "continuous actions: a Box action space"
+    )
+    env_file: Path | None = option(
+        None, "where the --env FILE.py is for this run (the copy the job carries)",
+        launcher=True,
     )
     env_runners: int = option(2, "env runners (Ray actors sampling the environment)", minimum=1,
                               maximum=64)
@@ -46,7 +56,7 @@ class RlOptions(ResultsOptions):
     )
     n_step: int = option(1, "n-step returns of the Q targets", minimum=1, maximum=10)
     hidden: int = option(128, "units of each of the two hidden layers (policy and Q, as in "
-                         "Learn-to-Race distributed training)", minimum=1)
+                         "Learn-to-Race distributed training)", minimum=1, maximum=4096)
     learning_rate: float = option(1e-3, "actor, critic and α learning rate", above=0.0)
     gamma: float = option(0.99, "discount γ", above=0.0, maximum=1.0)
     tau: float = option(0.005, "target-network update rate τ", above=0.0, maximum=1.0)
@@ -79,7 +89,9 @@ class RlOptions(ResultsOptions):
                               f"({self.steps_per_iteration}), got {self.rollout_fragment}")
 
     def parameters(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        values["env_file"] = None if self.env_file is None else str(self.env_file)
+        return values
 
 
 PAPER_PRESET: dict[str, Any] = {
@@ -128,6 +140,10 @@ class RlEvaluateOptions:
         check_fields(self)
         if not (self.run or "").strip():
             raise OptionError("--run", "expected an RL run's results folder, got none")
+        for flag, path in (("--run", self.run), ("--out", self.out)):
+            if path is not None and not fits_file_system(path):
+                raise OptionError(flag, f"expected a path whose parts fit the file system "
+                                  f"(at most 255 bytes each), got {shown(path)}")
         if not self.checkpoint.strip():
             raise OptionError("--checkpoint", "expected best, last or a checkpoint name, got ''")
 

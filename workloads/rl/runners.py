@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray._private import state as ray_state
 from ray.exceptions import RayError
 
+from workloads.common import ray_private
 from workloads.common.actors import start_actor
 from workloads.rl.evaluation import take_pending
 
@@ -51,7 +51,7 @@ def rllib_internal_deprecations_quiet() -> Iterator[None]:
     """RLlib's own RLModuleSpec.build calls a constructor RLlib deprecated and warns about it
     in every process that builds the module (each runner, at every restart): nothing the
     user can act on."""
-    logger = logging.getLogger("ray._common.deprecation")
+    logger = logging.getLogger(ray_private.deprecation_logger_name())
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
@@ -207,7 +207,7 @@ class RunnerPool:
         for runner in self.healthy:
             if runner.actor is None:
                 continue
-            info = ray_state.actors(actor_id=runner.actor)
+            info = ray_private.actor_info(runner.actor)
             restarts = int(info.get("NumRestarts", 0))
             if info.get("State") != "ALIVE" or restarts > runner.restarts_seen:
                 runner.restarts_seen = restarts
@@ -279,7 +279,7 @@ class RunnerPool:
         first = runner.actor is None
         runner.node, runner.pid, runner.actor = where["node"], where["pid"], where["actor"]
         if first or restarted:
-            info = ray_state.actors(actor_id=runner.actor)
+            info = ray_private.actor_info(runner.actor)
             runner.restarts_seen = int(info.get("NumRestarts", 0))
 
     def _event(self, kind: str, runner: Runner, now: float, **details: Any) -> None:

@@ -7,14 +7,14 @@ SpotPrice, Timestamp}, ...]}` in any order; one zone + product is selected from 
 from __future__ import annotations
 
 import bisect
-import json
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
-from workloads.common.input_files import MB, InputFileError, read_input_text
+from workloads.common.input_files import MB, InputFileError, read_input_json
 
 TRACES_DIR = Path(__file__).resolve().parent / "traces"
 DEFAULT_TRACE = TRACES_DIR / "c5.xlarge_ca-central-1_2021-02-19_2021-05-10.json"
@@ -66,8 +66,9 @@ def _parse_record(index: int, record: Any) -> dict[str, Any]:
         raise TraceError(
             f"record {index}: SpotPrice {record['SpotPrice']!r} is not a number"
         ) from None
-    if price < 0:
-        raise TraceError(f"record {index}: SpotPrice {price} is negative")
+    if not math.isfinite(price) or price < 0:
+        raise TraceError(f"record {index}: SpotPrice {record['SpotPrice']!r} is not a price "
+                         f"(a finite number ≥ 0)")
     try:
         stamp = datetime.fromisoformat(str(record["Timestamp"]))
     except ValueError:
@@ -88,13 +89,9 @@ def load_trace(file: Path, zone: str, product: str) -> PriceTrace:
     """Read an AWS spot price history file (given by --trace) and select one zone + product;
     any problem is a TraceError naming --trace."""
     try:
-        text = read_input_text(TRACE_FLAG, Path(file), max_bytes=MAX_TRACE_BYTES)
+        document = read_input_json(TRACE_FLAG, Path(file), max_bytes=MAX_TRACE_BYTES)
     except InputFileError as error:
         raise TraceError(str(error)) from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise TraceError(f"{TRACE_FLAG}: {file} is not JSON: {error}") from None
     try:
         return _select(file, document, zone, product)
     except TraceError as error:

@@ -1,0 +1,176 @@
+"""Every network call has a deadline: a server on loopback that accepts and never answers, or
+drips its answer a byte at a time (which restarts a socket's own timeout), ends the Jobs API
+client's and the boto3 clients' calls within their documented time, in one line naming the
+endpoint; an address that answers HTML is no Ray dashboard, in one line. The deadlines are
+shortened here (module constants) so the test waits seconds, not minutes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from launch import ray_jobs
+from launch.errors import project_error
+from launch.options import AWS_STACK_SPEC, FETCH_PRICES_SPEC
+from launch.spot_prices import fetch_spot_prices
+from workloads.common import aws_client
+from workloads.common.options import OptionError
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+class LoopbackServer:
+    """A TCP server on loopback that reads each request and answers as `mode` says:
+    `silent` (never), `drip` (a status line one byte every 0.2 s, forever) or `html`."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.stopped = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            thread = threading.Thread(target=self._serve, args=(connection,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(0.2)
+            try:
+                connection.recv(65536)
+            except TimeoutError:
+                pass
+            if self.mode == "html":
+                body = b"<html><body>Welcome to nginx!</body></html>"
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            while not self.stopped.is_set():
+                if self.mode == "drip":
+                    try:
+                        connection.sendall(b"X")
+                    except OSError:
+                        return
+                self.stopped.wait(0.2)
+
+    def close(self) -> None:
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+        self.listener.close()
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[LoopbackServer]:
+    running = LoopbackServer(request.param)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.mark.slow  # seconds of waiting on the deadlines
+@pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
+def test_the_jobs_client_gives_up_on_a_silent_or_dripping_dashboard_naming_it(
+        server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ray_jobs, "HTTP_READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(ray_jobs, "HTTP_DEADLINE_S", 3.0)
+    started = time.monotonic()
+    with pytest.raises(ray_jobs.ClusterUnreachable) as failed:
+        ray_jobs.jobs_client(server.url, None)
+    assert time.monotonic() - started < 3.0 + 5.0
+    message = str(failed.value)
+    assert server.url in message and "\n" not in message
+    if server.mode == "drip":  # the read timeout never fired: each byte restarts it
+        assert "did not answer GET /api/version within 3 s" in message
+
+
+@pytest.mark.parametrize("server", ["html"], indirect=True)
+def test_an_address_that_answers_html_is_no_ray_dashboard(server: LoopbackServer) -> None:
+    with pytest.raises(ray_jobs.ClusterUnreachable) as failed:
+        ray_jobs.jobs_client(server.url, None)
+    assert str(failed.value).startswith(f"no Ray dashboard answers at {server.url} (")
+    assert "\n" not in str(failed.value)
+
+
+@pytest.mark.slow  # seconds of waiting on the deadlines
+@pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
+def test_a_boto3_call_gives_up_on_a_silent_or_dripping_endpoint_in_one_line(
+        server: LoopbackServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(aws_client, "READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(aws_client, "ATTEMPT_DEADLINE_S", 2.0)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    started = time.monotonic()
+    with pytest.raises(Exception) as failed:  # noqa: PT011 - botocore's, turned into ours below
+        fetch_spot_prices("c5.xlarge", "us-east-1", 1, tmp_path / "prices.json",
+                          endpoint_url=server.url)
+    elapsed = time.monotonic() - started
+    assert elapsed < aws_client.MAX_ATTEMPTS * 2.0 + 20.0, elapsed
+    error = project_error(failed.value)
+    assert error is not None, repr(failed.value)
+    assert server.url in str(error) and "\n" not in str(error)
+    assert not (tmp_path / "prices.json").exists()
+
+
+def test_the_documented_deadlines_add_up() -> None:
+    assert aws_client.UNANSWERED_S == aws_client.MAX_ATTEMPTS * aws_client.ATTEMPT_DEADLINE_S \
+        + 20.0
+    assert aws_client.READ_TIMEOUT_S < aws_client.ATTEMPT_DEADLINE_S
+    assert ray_jobs.HTTP_CONNECT_TIMEOUT_S + ray_jobs.HTTP_READ_TIMEOUT_S \
+        < ray_jobs.HTTP_DEADLINE_S
+    config = aws_client.client_config()
+    assert (config.connect_timeout, config.read_timeout) == (5.0, 20.0)
+    assert config.retries == {"total_max_attempts": 2, "mode": "standard"}
+
+
+@pytest.mark.parametrize("url", ["not a url", "ftp://example.com", "http://", "localhost:5000",
+                                 "http://127.0.0.1:99999"])
+def test_an_endpoint_that_is_not_a_url_is_refused_at_the_flag(url: str) -> None:
+    for spec in (FETCH_PRICES_SPEC, AWS_STACK_SPEC):
+        with pytest.raises(OptionError, match="^--endpoint-url: expected http"):
+            spec.from_text({"endpoint_url": url})
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("server", ["html"], indirect=True)
+def test_run_doll_at_an_address_that_answers_html_is_one_line(server: LoopbackServer,
+                                                              tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "invoke", "run-doll", "--address", server.url,
+                           "--out", str(tmp_path / "never")], cwd=PROJECT_DIR,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-800:]
+    assert done.stderr.startswith(f"error: --address: no Ray dashboard answers at {server.url}")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.slow  # seconds of waiting on the deadlines
+@pytest.mark.parametrize("server", ["silent", "drip"], indirect=True)
+def test_a_service_command_gives_up_on_a_silent_or_dripping_endpoint_naming_it(
+        server: LoopbackServer) -> None:
+    from workloads.inference.endpoint import EndpointUnreachable, send_command
+
+    started = time.monotonic()
+    with pytest.raises(EndpointUnreachable) as failed:
+        send_command(server.url, "token", "job_status", [], timeout_s=1.0)
+    assert time.monotonic() - started < 1.0 + 5.0
+    assert str(failed.value).startswith(f"no answer from {server.url} within 1 s")
