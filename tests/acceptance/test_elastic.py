@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.subprocess, pytest.mark.slow]
 
 COMMAND = "invoke run-elastic"
 OWN_SCRIPT = ("invoke run-elastic -f examples/elastic/ray_train_mlp_spot.py --function train_func "
-              "--preempt-at 4s,start,4s -- --epochs 10 --samples 12000")
+              "--preempt-at 4s,start,4s -- --epochs 20 --samples 12000")
 TIMEOUT_S = 1500.0
 """A loaded 2-core machine."""
 
