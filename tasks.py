@@ -12,13 +12,14 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
 from invoke import Context, Exit, Task, task
 
 from launch.inference import INFER_TARGET_SPEC, InferTargetOptions
-from launch.invoke_parser import OPTIONAL_POSITIONALS, adapt_invoke_parser
+from launch.invoke_parser import OPTIONAL_POSITIONALS, TypedTask, adapt_invoke_parser
 from launch.options import (
     AWS_STACK_SPEC,
     BURST_LAB_SPEC,
@@ -155,7 +156,10 @@ def cli_task(
         run.__module__ = body.__module__
         # long flags only: a run task has more flags than letters for invoke's short ones
         made = task(help={dest: text for dest, _, text in flags}, auto_shortflags=False,
-                    positional=list(positional))(run)
+                    positional=list(positional), klass=TypedTask)(run)
+        made.value_types = {dest: word for spec in specs
+                            for dest, word in spec.task_types().items()}
+        made.renamed_flags = {old: new for spec in specs for old, new in spec.renamed.items()}
         if optional:
             OPTIONAL_POSITIONALS[made.name.replace("_", "-")] = set(optional)
         return _with_short_flags(made, short_flags) if short_flags else made
@@ -186,6 +190,23 @@ def _with_short_flags(task_object: Task, short_flags: dict[str, str]) -> Task:
 
 def _say(line: str) -> None:
     print(line, flush=True)
+
+
+def _results(workload: str, folder: Path, what: str) -> None:
+    """How a run task ends: its headline numbers (launch/headline.py), then its folder."""
+    from launch.headline import headline_of
+
+    table = headline_of(workload, folder)
+    if table:
+        print(table)
+    print(f"{what} {folder}", flush=True)
+
+
+def _verbose(target: TargetOptions) -> AbstractContextManager[None]:
+    """Ray's and Ray Train's own log lines on the terminal too, with --verbose."""
+    from launch.ray_jobs import ray_log_lines_shown
+
+    return ray_log_lines_shown(target.verbose)
 
 
 # --- infrastructure (Pulumi) -------------------------------------------------------------
@@ -219,8 +240,9 @@ def preview(c: Context, options: StackOptions) -> None:
 def up(c: Context, options: DeployOptions) -> None:
     """Deploy a stack (`pulumi up`) once its preflight passes and its hourly cost is accepted.
 
-    The preflight checks credentials, region, Pulumi login, kubectl, Service Quotas at maximum
-    scale and the stack config; each failed check is one line with its fix (exit 2)."""
+    The preflight checks credentials, region, Pulumi login, the tools (kubectl, the AWS CLI and
+    its Session Manager plugin), Service Quotas at maximum scale and the stack config; each
+    failed check is one line with its fix (exit 2)."""
     from launch.account.budget import confirm_budget
     from launch.account.deploy_gate import gate_in_subprocess
 
@@ -264,8 +286,19 @@ def _ci_only_markers() -> list[str]:
 
 @cli_task(TEST_SPEC)
 def test(c: Context, options: TestOptions) -> None:
-    """Run the checks CI runs: ruff, mypy, then pytest (every test)."""
+    """Run the checks CI runs: ruff, mypy, then pytest (every test).
+
+    Needs root and network namespaces (`ip netns`), as the two-site lab's tests do; without
+    them it stops before anything runs (`--quick` needs neither)."""
     python = sys.executable
+    if not options.quick:
+        from netem.lab.netns import netns_supported
+
+        supported, reason = netns_supported()
+        if not supported:
+            raise Exit(f"error: invoke test runs the two-site lab's tests, which need root and "
+                       f"network namespaces ({reason}): run it as root, or `invoke test "
+                       f"--quick` for the checks that need neither", code=2)
     c.run(f"{python} -m ruff check .", echo=True)
     if options.quick:
         c.run(f"{python} -m pytest -m 'not ({' or '.join(_ci_only_markers())})'", echo=True)
@@ -283,10 +316,11 @@ def test(c: Context, options: TestOptions) -> None:
 
 @cli_task(AWS_STACK_SPEC)
 def preflight(c: Context, options: AwsStackOptions) -> None:
-    """Check AWS credentials, region, Pulumi login, kubectl and the quotas a stack needs.
+    """Check AWS credentials, region, Pulumi login, the tools and the quotas a stack needs.
 
-    Quotas are checked at the stack's maximum scale; each failed check is one line with its
-    fix (exit 2)."""
+    The tools are those the deploy and run tasks call: the Pulumi CLI, kubectl (EKS
+    experiments), the AWS CLI and its Session Manager plugin (burst). Quotas are checked at
+    the stack's maximum scale; each failed check is one line with its fix (exit 2)."""
     from launch.account.checks import failures, render_preflight
     from launch.account.stack import preflight_stack
 
@@ -341,8 +375,9 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions,
     """Run the DOLL experiment and draw its figures (local Ray by default, or a cluster)."""
     from launch.doll import run_doll as run
 
-    folder = run(options, target, requirements=requirements)
-    print(f"results and figures in {folder}")
+    with _verbose(target):
+        folder = run(options, target, requirements=requirements)
+    _results("doll", folder, "results and figures in")
 
 
 @cli_task(FETCH_PRICES_SPEC)
@@ -367,8 +402,9 @@ def run_rl(c: Context, options: RlOptions, lab_options: RlLabOptions,
     Local default: a new spot lab; or --address / --stack."""
     from launch.rl import run_rl as run
 
-    folder = run(options, target, lab_options, requirements=requirements)
-    print(f"results and figures in {folder}")
+    with _verbose(target):
+        folder = run(options, target, lab_options, requirements=requirements)
+    _results("rl", folder, "results and figures in")
 
 
 @cli_task(RL_EVALUATE_SPEC)
@@ -456,7 +492,7 @@ def run_burst(c: Context, options: BurstOptions, target: BurstRunTarget,
     folder = run(options, target.bw, target.out, target.stack, lab=lab,
                  stall_timeout_s=target.stall_timeout,
                  requirements=user_requirements(requirements.requirements, not target.stack))
-    print(f"results and figures: {folder}")
+    _results("burst", folder, "results and figures:")
 
 
 @cli_task(BURST_SPEC, BURST_SWEEP_SPEC, BURST_LAB_SPEC, REQUIREMENTS_SPEC,
@@ -572,7 +608,7 @@ def data_rm(c: Context, options: DataRmOptions) -> None:
         print(remove(folder, options.name))
 
 
-# --- the inference cluster (seed 002): a service on Ray and its commands --------------------
+# --- the inference cluster: a service on Ray and its commands -------------------------------
 
 
 @cli_task(SERVICE_SPEC, LAB_SPEC, INFER_TARGET_SPEC)
@@ -707,8 +743,9 @@ def run_inference(c: Context, options: InferenceOptions, lab_options: SpotLabOpt
     --fail-coordinator), every answer is checked (docs/inference.md)."""
     from launch.inference import run_inference as run
 
-    folder = run(options, lab_options.config(), target)
-    print(f"results and figures in {folder}")
+    with _verbose(target):
+        folder = run(options, lab_options.config(), target)
+    _results("inference", folder, "results and figures in")
 
 
 # --- elastic training on spot (workloads/elastic) ------------------------------------------
@@ -723,12 +760,17 @@ def run_elastic(c: Context, options: ElasticOptions, lab_options: SpotLabOptions
     `-f SCRIPT [--function NAME] [--config JSON] -m MAX -- SCRIPT_ARGS` (no -f: the digits
     CNN demo); a script calling checkpoint_due() checkpoints the step it is on at a notice.
     Local default: a fresh spot lab and three scheduled preemptions (--preempt-at);
-    --preset paper: the seed's scale; or --address / --stack. See docs/elastic.md."""
+    --preset paper: the original's scale; or --address / --stack. See docs/elastic.md.
+    Three flags interrupt spot nodes, and they add up: --preempt-at (the run's own points,
+    in steps or training seconds; spot lab only), --preemptions (the lab's clock, at:T,...
+    after its start; on --stack through AWS FIS) and --alpha below 1 (the lab's Markov
+    chain; 1, the default here, never preempts)."""
     from dataclasses import replace
 
     from launch.elastic import run_elastic as run
 
     if c.remainder:
         options = replace(options, script_args=c.remainder)
-    folder = run(options, target, lab_options, requirements=requirements)
-    print(f"results and figure in {folder}")
+    with _verbose(target):
+        folder = run(options, target, lab_options, requirements=requirements)
+    _results("elastic", folder, "results and figure in")

@@ -14,11 +14,15 @@ project's own checks do (`vocab.errors`: one line naming what was wrong, exit 2)
   registered in OPTIONAL_POSITIONALS): Invoke requires every positional argument.
   Invoke's core flags (those before the first task) are parsed before `tasks.py` is loaded
   and keep Invoke's own handling; tab completion keeps its own too.
+- A flag's help shows the type of its value (`--workers=INT`, `--mode={spot|on-demand}`),
+  not Invoke's `=STRING` for every flag whose default is None: a `TypedTask` carries the
+  type of each of its flags (from the option specs), and the help of a parser context shows
+  it.
 
-Invoke 3.0's `ParseMachine.handle`, `ParseMachine.complete_context` and
-`Program.parse_tasks` are wrapped, not replaced; `tests/launch/test_tasks.py` runs `--help`
-after every task, a misspelled flag and a completion, so a change of Invoke's parser that
-undoes this fails there.
+Invoke 3.0's `ParseMachine.handle`, `ParseMachine.complete_context`,
+`ParserContext.help_for` and `Program.parse_tasks` are wrapped, not replaced;
+`tests/launch/test_tasks.py` runs `--help` after every task, a misspelled flag, a renamed one
+and a completion, so a change of Invoke's parser that undoes this fails there.
 """
 
 from __future__ import annotations
@@ -26,12 +30,32 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from invoke import Exit, ParseError, Program
+from invoke import Exit, ParseError, Program, Task
+from invoke.parser import Argument, ParserContext
 from invoke.parser.parser import ParseMachine
 
+from workloads.common.options import renamed_error
+
 HELP_FLAGS = ("--help", "-h")
+_UNKNOWN = re.compile(r"^No idea what '(--[\w-]+)' is!$")
 _NEEDS_VALUE = re.compile(r"^Flag <Argument: ([\w-]+)[^>]*> needed value and was not given one!$")
 USER_ERROR_EXIT_CODE = 2
+INVOKE_VALUE_WORD = "STRING"
+
+
+class TypedTask(Task):  # type: ignore[misc]
+    """A task whose flags' help names their value's type (`value_types`: parameter -> word)."""
+
+    value_types: dict[str, str] = {}
+    renamed_flags: dict[str, str] = {}
+    """Old flag -> its new name: the old one is refused with the new one in the line."""
+
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
+        arguments: list[Argument] = super().get_arguments(ignore_unknown_help)
+        for argument in arguments:
+            name = argument.attr_name or argument.name or ""
+            argument.value_type = self.value_types.get(name)  # type: ignore[attr-defined]
+        return arguments
 OPTIONAL_POSITIONALS: dict[str, set[str]] = {}
 """Task name -> its positional arguments that may be left out (then their flag's default)."""
 
@@ -41,6 +65,7 @@ def adapt_invoke_parser() -> None:
         return
     handle, complete_context = ParseMachine.handle, ParseMachine.complete_context
     parse_tasks = Program.parse_tasks
+    help_for = ParserContext.help_for
 
     def handle_help_first(self: Any, token: str) -> None:
         context = self.context
@@ -68,15 +93,38 @@ def adapt_invoke_parser() -> None:
             parse_tasks(self)
         except ParseError as error:
             task_name = getattr(error.context, "name", None)
+            unknown = _UNKNOWN.match(str(error))
+            renamed = renamed_flags(self, task_name)
+            if unknown and unknown.group(1) in renamed:
+                old = unknown.group(1)
+                raise Exit(f"error: {renamed_error(old, renamed[old])}",
+                           code=USER_ERROR_EXIT_CODE) from None
             where = (f"`invoke --help {task_name}` lists its flags" if task_name
                      else "`invoke --list` shows the tasks")
             raise Exit(f"error: {readable(str(error))} ({where})",
                        code=USER_ERROR_EXIT_CODE) from None
 
+    def help_with_types(self: Any, flag: str) -> tuple[str, str]:
+        names, text = help_for(self, flag)
+        word = getattr(self.flags[flag], "value_type", None)
+        if word:
+            names = names.replace("=" + INVOKE_VALUE_WORD, "=" + word).replace(
+                " " + INVOKE_VALUE_WORD, " " + word)
+        return names, text
+
+    ParserContext.help_for = help_with_types  # type: ignore[method-assign]
     ParseMachine.handle = handle_help_first  # type: ignore[method-assign]
     ParseMachine.complete_context = complete_unless_help  # type: ignore[method-assign]
     Program.parse_tasks = parse_or_exit_2  # type: ignore[method-assign]
     ParseMachine._adapted_by_spotburst = True  # type: ignore[attr-defined]
+
+
+def renamed_flags(program: Any, task_name: str | None) -> dict[str, str]:
+    try:
+        found = program.collection[task_name] if task_name else None
+    except (KeyError, ValueError):
+        return {}
+    return getattr(found, "renamed_flags", {})
 
 
 def readable(message: str) -> str:

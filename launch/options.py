@@ -23,10 +23,12 @@ from workloads.common.options import (
 )
 
 BW_HELP = (
-    "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the seed profile "
-    "(31/55/83/106/160/210), any other positive number shapes to exactly that"
+    "cross-site bandwidth in Mbit/s: 30/50/80/100/150/200 pick the shipped profile of that "
+    "name (31/55/83/106/160/210, the rates the Euro-Par 2024 burst paper set), any other "
+    "positive number shapes to exactly that"
 )
-PROFILE_HELP = "profile name (30m 50m 80m 100m 150m 200m) or a seed-format JSON file"
+PROFILE_HELP = ("profile name (30m 50m 80m 100m 150m 200m) or a profile JSON file (format: "
+                "docs/labs.md)")
 STACK_HELP = "Pulumi stack name (its config is Pulumi.<stack>.yaml)"
 ENDPOINT_HELP = "AWS endpoint URL (only for a local stand-in such as moto_server)"
 
@@ -114,6 +116,9 @@ class TargetOptions(WatchedTarget):
         None,
         "Ray dashboard address of any cluster, e.g. http://HOST:8265 (runs as a Ray Job)",
     )
+    verbose: bool = option(
+        False, "also show Ray's and Ray Train's own log lines (otherwise kept in the results "
+        "folder's ray-traces.log)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -173,13 +178,17 @@ BURST_RUN_SPEC = OptionSpec(BurstRunTarget)
 BURST_SWEEP_SPEC = OptionSpec(BurstSweepTarget)
 
 
-def _lab_default(name: str, value: Any, help: str | None = None) -> Any:
+def _lab_default(name: str, value: Any, help: str | None = None, *,
+                 launcher: bool = False) -> Any:
     """A spot lab option with another default (same flag and rules; the same help unless
-    `help` is given, for a default the lab's help would misdescribe)."""
+    `help` is given, for a default the lab's help would misdescribe); `launcher`: set by the
+    launcher from another flag, not one of the task's own."""
     [spec_field] = [item for item in fields(SpotLabOptions) if item.name == name]
     metadata: Mapping[str, Any] = spec_field.metadata
-    if help is not None:
-        metadata = {**metadata, METADATA_KEY: replace(metadata[METADATA_KEY], help=help)}
+    if help is not None or launcher:
+        info = metadata[METADATA_KEY]
+        metadata = {**metadata, METADATA_KEY: replace(
+            info, help=help or info.help, launcher=launcher or info.launcher)}
     return field(default=value, metadata=metadata)
 
 
@@ -219,6 +228,8 @@ class RlLabOptions(SpotLabOptions):
     on_demand: int = _lab_default("on_demand", 0)
     learner: int = _lab_default("learner", 1)
     alpha: float = _lab_default("alpha", 1.0)
+    # the lab bills on-demand nodes at run-rl's --on-demand-price, the price of its cost
+    on_demand_price: float = _lab_default("on_demand_price", 0.286, launcher=True)
     preempt_every: int = option(
         RL_PREEMPT_EVERY, "local lab: after every N-th training iteration, preempt the spot "
         "node of an env runner (a notice, a drain, a kill, a replacement node); 0: only the "
@@ -304,7 +315,7 @@ class FetchPricesOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class BandwidthOptions:
-    """A cross-site link: a seed profile by name or file, or a bandwidth (exactly one)."""
+    """A cross-site link: a profile by name or file, or a bandwidth (exactly one)."""
 
     bw: float | None = option(None, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
     profile: str | None = option(None, PROFILE_HELP)

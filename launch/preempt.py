@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launch.options import AwsStackOptions
+from stacks.config_types import NODE_POOLS
 from stacks.outputs import REGION, read_interruption_templates
 from vocab.errors import RunFailed, UserError
 from vocab.preemptions import (
@@ -67,10 +68,16 @@ STACK_RECORD = "stack"
 class PreemptOptions(AwsStackOptions):
     """`invoke preempt`: which stack, which spot pool, how many instances."""
 
-    pool: str = option("spot-cpu", "the spot node pool whose running instances to interrupt "
-                                   "(the dev stack's: spot-cpu, spot-gpu)")
+    pool: str = option("spot-cpu", "the spot node pool whose running instances to interrupt, "
+                                   "by its AWS name or its config key (the dev stack's: "
+                                   "spot-cpu or spotCpu, spot-gpu or spotGpu)")
     count: int = option(1, "instances to interrupt now: one FIS experiment each, FIS picks "
                            "the instance", minimum=1, maximum=100)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pool in NODE_POOLS:  # the config's key (`spotCpu`) names the pool too
+            object.__setattr__(self, "pool", NODE_POOLS[self.pool].name)
 
 
 PREEMPT_SPEC = OptionSpec(PreemptOptions)

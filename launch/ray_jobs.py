@@ -1,16 +1,17 @@
 """A workload as a Ray Job on any cluster's dashboard address: submit it with the staged
-code as `runtime_env.working_dir`, stream its log (without Ray's own C++ crash output, which
-goes to a file: ray_trace_line), and return the log once it ends."""
+code as `runtime_env.working_dir`, stream its log (without Ray's own C++ crash output and
+log lines, which go to a file: ray_own_line), and return the log once it ends."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import re
 import shlex
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,25 @@ _STARTS_TRACE = re.compile(
 # The raylet's note that it started many worker processes: a workload of many actors on few
 # CPUs (DOLL's fleet on 2 cores) meets it by design, so it is kept out of the user's view.
 _WORKER_POOL_WARNING = re.compile(r"^WARNING: \d+ \w+ worker processes have been started on ")
+# Ray Train's controller and workers log their every step of bookkeeping (worker groups,
+# process groups, state transitions); Ray's own Python loggers (`INFO worker.py:1 -- ...`)
+# note connections and shutdowns. Neither is the run's: kept in the file unless --verbose.
+_RAY_TRAIN_SOURCE = re.compile(r"^\((RayTrainWorker|TrainController)\b[^)]*\) ")
+_RAY_LOGGER = re.compile(r"^(\[?\d{4}-\d\d-\d\d [\d:,.]+\]?\s+)?(INFO|WARNING|DEBUG) "
+                         r"[\w.]+\.py:\d+ -- ")
+SHOW_RAY_LOG_LINES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "SHOW_RAY_LOG_LINES", default=False)
+"""Whether Ray's and Ray Train's own log lines reach the terminal (a run task's --verbose)."""
+
+
+@contextlib.contextmanager
+def ray_log_lines_shown(shown: bool) -> Iterator[None]:
+    """Within it, the diverters made here show Ray's own log lines (`--verbose`)."""
+    token = SHOW_RAY_LOG_LINES.set(shown)
+    try:
+        yield
+    finally:
+        SHOW_RAY_LOG_LINES.reset(token)
 
 
 def ray_trace_line(line: str, in_block: bool) -> bool:
@@ -134,12 +154,18 @@ def ray_trace_line(line: str, in_block: bool) -> bool:
 def ray_own_line(line: str, in_block: bool) -> tuple[str | None, bool]:
     """Which of Ray's own outputs kept from the user `line` is ("crash output" (ray_trace_line)
     or "worker-pool warnings", the raylet's warning that it started many worker processes,
-    a line of its own), None for a line of the run, and whether a block of crash output is
-    open after it."""
-    if _WORKER_POOL_WARNING.match(_SOURCE.sub("", _ANSI.sub("", line))):
+    a line of its own, or "log lines": Ray Train's controller and workers, Ray's Python
+    loggers' INFO and WARNING), None for a line of the run, and whether a block of crash
+    output is open after it."""
+    plain = _ANSI.sub("", line)
+    if _WORKER_POOL_WARNING.match(_SOURCE.sub("", plain)):
         return "worker-pool warnings", in_block
     in_block = ray_trace_line(line, in_block)
-    return ("crash output" if in_block else None), in_block
+    if in_block:
+        return "crash output", in_block
+    if _RAY_TRAIN_SOURCE.match(plain) or _RAY_LOGGER.match(_SOURCE.sub("", plain)):
+        return "log lines", in_block
+    return None, in_block
 
 
 class RayTraceDiverter:
@@ -149,13 +175,14 @@ class RayTraceDiverter:
     def __init__(self, show: Callable[[str], None], path: Path) -> None:
         self.show = show
         self.path = path
+        self.shows_log_lines = SHOW_RAY_LOG_LINES.get()
         self.in_block = False
         self.diverted = 0
         self.announced: set[str] = set()
 
     def __call__(self, line: str) -> None:
         kind, self.in_block = ray_own_line(line, self.in_block)
-        if kind is None:
+        if kind is None or (kind == "log lines" and self.shows_log_lines):
             self.show(line)
             return
         if kind not in self.announced:
@@ -208,11 +235,12 @@ def _lost_stream(error: BaseException) -> bool:
 
 
 def without_ray_traces(lines: list[str]) -> list[str]:
-    """The lines that are not Ray's own output (ray_own_line)."""
+    """The lines that are not Ray's own crash output or warnings (ray_own_line); Ray's and
+    Ray Train's log lines stay: a failed run's tail may need them."""
     kept, in_block = [], False
     for line in lines:
         kind, in_block = ray_own_line(line, in_block)
-        if kind is None:
+        if kind is None or kind == "log lines":
             kept.append(line)
     return kept
 

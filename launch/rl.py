@@ -47,7 +47,7 @@ def local_gpus() -> int:
 def rl_lab(options: RlOptions, lab: SpotLabOptions) -> SpotLabConfig:
     """The lab of a local run: as the lab flags say, with a learner node when the learner is
     to be placed on one and none was asked for."""
-    config = lab.config()
+    config = replace(lab.config(), on_demand_price=options.on_demand_price)
     if options.learner_on == "learner" and config.learner == 0:
         config = replace(config, learner=1)
     return config

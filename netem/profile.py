@@ -1,4 +1,5 @@
-"""Bandwidth profiles in the seed's networkx node-link JSON format, loaded and validated.
+"""Bandwidth profiles in networkx's node-link JSON format (the burst paper's), loaded and
+validated (the format: docs/labs.md, "The profile file").
 
 A profile names three nodes (Cloud, HPCLogin, HPCWorker) and gives every directed link a
 `condition` {rtt, bandwidth, jitter, loss}, each a [mean, std] pair (ms, Mbit/s, ms, %).
@@ -22,7 +23,7 @@ from workloads.common.input_files import MB, InputFileError, read_input_json
 NODE_SITE = {"Cloud": SITE_CLOUD, "HPCLogin": SITE_ONPREM, "HPCWorker": SITE_ONPREM}
 CONDITION_KEYS = ("rtt", "bandwidth", "jitter", "loss")
 SEED_RATES = {"30m": 31.0, "50m": 55.0, "80m": 83.0, "100m": 106.0, "150m": 160.0, "200m": 210.0}
-"""Named profile -> the cross-site rate (Mbit/s) the seed actually set."""
+"""Named profile -> the cross-site rate (Mbit/s) the burst paper's setup actually set."""
 SEED_RTT_MS = 0.3
 SEED_JITTER_MS = 0.01
 INTRA_ONPREM_MBIT = 900.0
@@ -35,7 +36,7 @@ MAX_DELAY_MS = 10_000.0
 
 
 MAX_PROFILE_BYTES = 4 * MB
-"""A seed-format profile is a few kB."""
+"""A profile is a few kB."""
 
 
 class ProfileError(UserError, ValueError):
@@ -79,8 +80,8 @@ def accepted_forms() -> str:
     names = ", ".join(SEED_RATES)
     return (
         f"a profile name ({names}), a bandwidth in Mbit/s (--bw N: 30/50/80/100/150/200 pick "
-        "the seed profile, any other positive number makes one with that rate), or a path to "
-        "a JSON file in the seed's node-link format"
+        "the shipped profile, any other positive number makes one with that rate), or a path "
+        "to a profile JSON file (node-link format: docs/labs.md)"
     )
 
 
@@ -118,7 +119,7 @@ def profile_for_bandwidth(bw: float | str) -> Profile:
 
 
 def synthesized_profile(rate_mbit: float) -> Profile:
-    """A seed-shaped profile with `rate_mbit` across the sites and the seed's other values."""
+    """A profile like the shipped ones, with `rate_mbit` across the sites."""
     def condition(bandwidth: float) -> Condition:
         return Condition(SEED_RTT_MS, 0.0, bandwidth, 0.0, SEED_JITTER_MS, 0.0, 0.0, 0.0)
 

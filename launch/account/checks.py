@@ -41,6 +41,15 @@ AWS_LOGIN_HINT = (
 KUBECTL_HINT = (
     "install kubectl (https://kubernetes.io/docs/tasks/tools/), needed to reach the EKS cluster"
 )
+AWS_CLI_HINT = (
+    "install the AWS CLI v2 (https://docs.aws.amazon.com/cli/latest/userguide/"
+    "getting-started-install.html), needed to reach the burst nodes through SSM"
+)
+SSM_PLUGIN_HINT = (
+    "install the AWS CLI's Session Manager plugin (https://docs.aws.amazon.com/"
+    "systems-manager/latest/userguide/session-manager-working-with-install-plugin.html), "
+    "needed for run-burst --stack"
+)
 _REJECTED = {"InvalidClientTokenId", "SignatureDoesNotMatch", "AuthFailure", "UnrecognizedClient"}
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired"}
 
@@ -139,12 +148,24 @@ def check_pulumi_backend() -> CheckResult:
 
 
 def check_kubectl(eks_enabled: bool) -> CheckResult:
-    name = "kubectl"
-    if not eks_enabled:
-        return CheckResult(name, Status.SKIP, "no EKS experiment enabled")
-    found = shutil.which("kubectl")
+    return _check_tool("kubectl", "kubectl", KUBECTL_HINT, eks_enabled, "no EKS experiment enabled")
+
+
+def check_burst_tools(burst_enabled: bool) -> list[CheckResult]:
+    """The AWS CLI and its Session Manager plugin, which `run-burst --stack` starts for its
+    tunnel to the burst login node (`aws ssm start-session`)."""
+    why_not = "the burst experiment is not enabled"
+    return [_check_tool("AWS CLI", "aws", AWS_CLI_HINT, burst_enabled, why_not),
+            _check_tool("Session Manager plugin", "session-manager-plugin", SSM_PLUGIN_HINT,
+                        burst_enabled, why_not)]
+
+
+def _check_tool(name: str, program: str, hint: str, needed: bool, why_not: str) -> CheckResult:
+    if not needed:
+        return CheckResult(name, Status.SKIP, why_not)
+    found = shutil.which(program)
     if found is None:
-        return _fail(name, f"kubectl is not on PATH: {KUBECTL_HINT}")
+        return _fail(name, f"{program} is not on PATH: {hint}")
     return _pass(name, found)
 
 
@@ -244,13 +265,16 @@ def run_preflight(
     scale: StackScale | None,
     cluster_names: Sequence[str],
     account: AwsAccount,
+    burst_enabled: bool = False,
 ) -> list[CheckResult]:
-    """Every check; kubectl is needed when the stack has EKS clusters. The quotas are skipped
-    without a scale (the stack could not be planned) or when the credentials or region fail."""
+    """Every check; kubectl is needed when the stack has EKS clusters, the AWS CLI and its
+    Session Manager plugin when it has the burst experiment. The quotas are skipped without a
+    scale (the stack could not be planned) or when the credentials or region fail."""
     credentials = check_credentials(account)
     region_result = check_region(region, stack, None if credentials.failed else account)
     results = [
-        credentials, region_result, check_pulumi_backend(), check_kubectl(bool(cluster_names))
+        credentials, region_result, check_pulumi_backend(), check_kubectl(bool(cluster_names)),
+        *check_burst_tools(burst_enabled),
     ]
     if scale is None:
         results.append(CheckResult("Service Quotas", Status.SKIP, "the stack could not be planned"))

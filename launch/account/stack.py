@@ -35,7 +35,8 @@ def preflight_stack(
             config_result = [CheckResult("stack config", Status.FAIL, str(error))]
     scale: StackScale | None = scale_from_plan(planned.resources) if planned else None
     clusters = cluster_names_from_plan(planned.resources) if planned else []
-    results = run_preflight(stack, region, scale, clusters, account)
+    burst = planned is not None and planned.config.burst is not None
+    results = run_preflight(stack, region, scale, clusters, account, burst_enabled=burst)
     return config_result + results, region
 
 

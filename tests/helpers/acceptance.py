@@ -10,12 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from launch.headline import render_headline
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
 def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
     """Run `command` (as written in the docs, starting with `invoke`) with `--out OUT`;
-    assert it succeeded and printed where its results are; return its summary.json."""
+    assert it succeeded and ended with its headline table (launch/headline.py, from its
+    summary.json) and where its results are, with no log line of Ray Train's own on the
+    terminal; return its summary.json."""
     argv = shlex.split(command)
     assert argv[0] == "invoke", command
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -25,4 +29,9 @@ def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
     assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr[-3000:]}"
     assert str(out) in done.stdout, done.stdout[-2000:]
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    table = render_headline(argv[1].removeprefix("run-"), summary)
+    assert done.stdout.rstrip().endswith(f"{table}\n{done.stdout.rstrip().splitlines()[-1]}"), \
+        done.stdout[-2000:]
+    assert str(out) in done.stdout.rstrip().splitlines()[-1]
+    assert "(RayTrainWorker" not in done.stdout and "(TrainController" not in done.stdout
     return summary

@@ -23,6 +23,7 @@ from launch.account.aws import AwsAccount
 from launch.account.budget import confirm_budget
 from launch.account.checks import (
     Status,
+    check_burst_tools,
     check_credentials,
     check_kubectl,
     check_pulumi_backend,
@@ -345,6 +346,22 @@ def test_kubectl_needed_only_with_eks(tmp_path: Path, monkeypatch: pytest.Monkey
     assert check_kubectl(eks_enabled=False).status is Status.SKIP
     _executable(tmp_path, "kubectl", "exit 0")
     assert check_kubectl(eks_enabled=True).status is Status.PASS
+
+
+def test_the_aws_cli_and_its_plugin_are_needed_only_with_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cli, plugin = check_burst_tools(burst_enabled=True)
+    assert cli.failed and plugin.failed
+    _one_line(cli.detail)
+    _one_line(plugin.detail)
+    assert cli.detail.startswith("aws is not on PATH: install the AWS CLI")
+    assert plugin.detail.startswith("session-manager-plugin is not on PATH: install")
+    assert all(r.status is Status.SKIP for r in check_burst_tools(burst_enabled=False))
+    _executable(tmp_path, "aws", "exit 0")
+    _executable(tmp_path, "session-manager-plugin", "exit 0")
+    assert all(r.status is Status.PASS for r in check_burst_tools(burst_enabled=True))
 
 
 # --- Service Quotas -----------------------------------------------------------------------------

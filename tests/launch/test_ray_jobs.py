@@ -10,7 +10,13 @@ import pytest
 from ray.job_submission import JobStatus
 
 from launch import ray_jobs
-from launch.ray_jobs import RayTraceDiverter, ray_trace_line, wait_for_end, without_ray_traces
+from launch.ray_jobs import (
+    RayTraceDiverter,
+    ray_log_lines_shown,
+    ray_trace_line,
+    wait_for_end,
+    without_ray_traces,
+)
 
 
 def test_a_job_still_running_when_its_log_closes_is_waited_for() -> None:
@@ -112,11 +118,16 @@ def test_the_diverter_writes_the_blocks_to_the_file_and_says_so_once(tmp_path: P
     lines = (SAMPLES / "raylet_sigsegv_job.log").read_text().splitlines()
     for line in lines:
         diverter(line)
-    notices = [line for line in shown if "Ray's own crash output" in line]
-    assert notices == [f"(Ray's own crash output is in {tmp_path / 'run' / 'ray-traces.log'})"]
-    assert len(shown) == 11 and diverter.diverted == 25
-    assert (tmp_path / "run" / "ray-traces.log").read_text().count("\n") == 25
-    assert without_ray_traces(lines) == [line for line in shown if line not in notices]
+    notices = [line for line in shown if "Ray's own " in line]
+    assert notices == [f"(Ray's own log lines are in {tmp_path / 'run' / 'ray-traces.log'})",
+                       f"(Ray's own crash output is in {tmp_path / 'run' / 'ray-traces.log'})"]
+    # the crash output's 25 lines and Ray's line that it connected
+    assert len(shown) == 11 and diverter.diverted == 26
+    assert (tmp_path / "run" / "ray-traces.log").read_text().count("\n") == 26
+    connected = [line for line in lines if "Connected to Ray cluster" in line]
+    assert len(connected) == 1 and connected[0] not in shown
+    assert without_ray_traces(lines) == [
+        line for line in lines if line in shown or line in connected]
 
 
 def test_a_failed_check_and_its_stack_trace_are_diverted() -> None:
@@ -140,6 +151,34 @@ def test_a_spot_nodes_preemption_under_a_job_leaves_one_line_of_ray_in_view() ->
     assert sum("Raylet is terminated" in line for line in diverted) == 2
 
 
+RAY_TRAIN_LINES = [
+    "\x1b[36m(TrainController pid=4242)\x1b[0m Attempting to start training worker group of "
+    "size 4 with the following resources: [{'CPU': 1}] * 4",
+    "(RayTrainWorker pid=4250, ip=192.0.2.2) Setting up process group for: env:// [rank=0, "
+    "world_size=4]",
+    "2026-11-26 23:27:14,553\tINFO worker.py:2029 -- Connected to Ray cluster. View the "
+    "dashboard at http://127.0.0.1:46951 ",
+]
+
+
+def test_ray_trains_and_rays_own_log_lines_go_to_the_file_unless_verbose(
+        tmp_path: Path) -> None:
+    run_lines = ["elastic: step 40/300 on 3 workers", "elastic: notice for spot-1"]
+    lines = [run_lines[0], *RAY_TRAIN_LINES, run_lines[1],
+             "2026-11-26 23:27:15,001\tERROR worker.py:1 -- a failure stays in view"]
+    shown: list[str] = []
+    diverter = RayTraceDiverter(shown.append, tmp_path / "ray-traces.log")
+    for line in lines:
+        diverter(line)
+    assert shown == [run_lines[0], f"(Ray's own log lines are in {tmp_path / 'ray-traces.log'})",
+                     run_lines[1], lines[-1]]
+    assert (tmp_path / "ray-traces.log").read_text().splitlines() == RAY_TRAIN_LINES
+    verbose: list[str] = []
+    with ray_log_lines_shown(True):
+        diverter = RayTraceDiverter(verbose.append, tmp_path / "verbose.log")
+    for line in lines:
+        diverter(line)
+    assert verbose == lines and not (tmp_path / "verbose.log").exists()
 class _HeadDiesMidRun:
     """A Jobs client whose log stream breaks off after one line, as when the head is killed
     (Ray's SDK raises RuntimeError for a WebSocket closed abnormally)."""

@@ -13,6 +13,7 @@ import pytest
 from invoke import Task
 
 import tasks
+from tests.test_docs import ORIGINAL_AS_SEED
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 INVOKE = [sys.executable, "-m", "invoke"]
@@ -156,10 +157,93 @@ def test_run_task_help_lists_every_flag_with_its_default() -> None:
         [*INVOKE, "--help", "run-doll"], cwd=PROJECT_DIR, capture_output=True, text=True
     ).stdout
     flags = [line.split()[0] for line in shown.splitlines() if line.startswith("  -")]
-    assert "--workers=STRING" in flags and "--adapt-interval=STRING" in flags
+    assert "--workers=INT" in flags and "--adapt-interval=NUMBER" in flags
+    assert "--trace=PATH" in flags
     assert "-k" in flags  # invoke spells a one-letter flag so; the workload takes -k and --k
     assert not [flag for flag in flags if flag.startswith("--=")], flags
     assert "(default: 16)" in shown
+
+
+def test_every_flags_help_shows_the_type_of_its_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Invoke shows `=STRING` for every flag whose default is None; the specs know better."""
+    program = _program()
+    for attribute in _tasks():
+        program.run(["invoke", attribute.replace("_", "-"), "--help"], exit=False)
+        shown = capsys.readouterr().out
+        assert "STRING" not in shown, (attribute, shown)
+        assert not ORIGINAL_AS_SEED.search(shown), (attribute, shown)
+    program.run(["invoke", "run-elastic", "--help"], exit=False)
+    shown = capsys.readouterr().out
+    for flag in ("-f PATH, --script=PATH", "-m INT, --max-workers=INT", "--spot=INT",
+                 "--preempt-at=TEXT", "--preset={paper}", "  --verbose", "--warning=NUMBER"):
+        assert flag in shown, (flag, shown)
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["run-rl", "--price-on-demand", "0.3"],
+     "error: --price-on-demand: was renamed: use --on-demand-price"),
+    (["run-rl", "--price-spot=0.1"], "error: --price-spot: was renamed: use --spot-price"),
+    (["run-inference", "--rebalance", "2"],
+     "error: --rebalance: was renamed: use --fair-share-period"),
+    (["infer-up", "--rebalance", "2"],
+     "error: --rebalance: was renamed: use --fair-share-period"),
+])
+def test_a_renamed_flag_is_refused_with_its_new_name(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        _program().run(["invoke", *argv])
+    assert ended.value.code == 2
+    assert capsys.readouterr() == ("", line + "\n")
+
+
+def test_the_workloads_own_command_line_refuses_a_renamed_flag_too() -> None:
+    from workloads.common.options import OptionError
+    from workloads.inference.options import INFERENCE_SPEC
+    from workloads.rl.options import RL_SPEC
+
+    with pytest.raises(OptionError, match=r"^--price-on-demand: was renamed: use "
+                                          r"--on-demand-price$"):
+        RL_SPEC.parse(["--price-on-demand", "0.3"])
+    with pytest.raises(OptionError, match=r"^--rebalance: was renamed: use --fair-share-period$"):
+        INFERENCE_SPEC.parse(["--rebalance=2"])
+    assert RL_SPEC.parse(["--on-demand-price", "0.3"]).on_demand_price == 0.3
+
+
+def test_a_pool_is_named_by_its_aws_name_or_its_config_key() -> None:
+    from launch.preempt import PREEMPT_SPEC
+
+    assert PREEMPT_SPEC.from_text({"pool": "spotCpu"}).pool == "spot-cpu"
+    assert PREEMPT_SPEC.from_text({"pool": "spot-gpu"}).pool == "spot-gpu"
+
+
+def test_invoke_test_without_root_says_so_in_one_line_before_it_runs_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from invoke import Context
+
+    from netem.lab import netns
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    ran: list[str] = []
+    monkeypatch.setattr(Context, "run", lambda self, command, **kw: ran.append(command))
+    with pytest.raises(SystemExit) as ended:
+        _program_that_runs().run(["invoke", "test"])
+    assert ended.value.code == 2 and ran == []
+    shown = capsys.readouterr()
+    assert shown.out == "" and shown.err.count("\n") == 1, shown.err
+    assert shown.err.startswith("error: invoke test runs the two-site lab's tests, which need "
+                                "root and network namespaces (not root): run it as root")
+    _program_that_runs().run(["invoke", "test", "--quick"], exit=False)
+    assert len(ran) == 2  # --quick needs no root: ruff, then the quick tests
+
+
+def _program_that_runs() -> Any:
+    from invoke import Collection, Program
+
+    return Program(namespace=Collection.from_module(tasks), binary="invoke")
 
 
 def _program() -> Any:

@@ -224,9 +224,9 @@ def test_the_accepted_forms_are_spelt_out() -> None:
         load_profile("fast")
     assert str(raised.value) == (
         "unknown profile 'fast'; accepted: a profile name (30m, 50m, 80m, 100m, 150m, 200m), a "
-        "bandwidth in Mbit/s (--bw N: 30/50/80/100/150/200 pick the seed profile, any other "
-        "positive number makes one with that rate), or a path to a JSON file in the seed's "
-        "node-link format"
+        "bandwidth in Mbit/s (--bw N: 30/50/80/100/150/200 pick the shipped profile, any "
+        "other positive number makes one with that rate), or a path to a profile JSON file "
+        "(node-link format: docs/labs.md)"
     )
 
 
@@ -238,3 +238,15 @@ def test_intra_site_links_listed_first_are_not_taken_for_the_cross_site_one() ->
         ("HPCLogin", "HPCWorker"): bandwidth(900), ("Cloud", "Cloud"): bandwidth(5000),
         ("HPCLogin", "Cloud"): bandwidth(20), ("Cloud", "HPCLogin"): bandwidth(80)})
     assert profile.target_mbit() == {"onprem->cloud": 20.0, "cloud->onprem": 80.0}
+
+
+def test_the_profile_file_docs_labs_md_shows_loads_as_shown(tmp_path: Path) -> None:
+    """The example of docs/labs.md's "The profile file" is a profile `--profile FILE` takes."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "labs.md").read_text()
+    section = text[text.index("**The profile file.**"):]
+    example = section[section.index("```json\n") + len("```json\n"):section.index("\n```\n")]
+    path = tmp_path / "mine.json"
+    path.write_text(example)
+    profile = load_profile(str(path))
+    assert profile.target_mbit() == {"onprem->cloud": 40.0, "cloud->onprem": 40.0}
+    assert profile.cross_site("onprem").rtt_ms == 0.3

@@ -45,7 +45,10 @@ def test_a_continuous_env_passes_the_check() -> None:
 def test_flags_do_not_collide_with_the_lab_or_the_target() -> None:
     lab = {o.dest for o in LAB_SPEC.options}
     mine = {o.dest for o in RL_SPEC.user_options}
-    assert not mine & (lab | {"address", "stack", "out"})
+    # one $/h of an on-demand node: run-rl's --on-demand-price prices its cost and its lab's
+    # bill, and the lab's own flag of that name is not run-rl's
+    assert mine & (lab | {"address", "stack", "out"}) == {"on_demand_price"}
+    assert "on_demand_price" not in {o.dest for o in RL_LAB_SPEC.user_options}
     assert RL_SPEC.parse(RL_SPEC.argv(RlOptions(steps=300, seed=3))) == RlOptions(steps=300,
                                                                                    seed=3)
 
@@ -96,3 +99,9 @@ def test_losing_the_learner_needs_a_second_learner_node_before_anything_starts()
     with pytest.raises(OptionError, match="^--lose-learner-at: needs --learner 2 or more"):
         RL_LAB_SPEC.from_text({"lose_learner_at": "5"})
     assert RL_LAB_SPEC.from_text({"lose_learner_at": "5", "learner": "2"}).lose_learner_at == 5
+
+
+def test_the_local_labs_bill_takes_run_rls_on_demand_price() -> None:
+    from launch.rl import rl_lab
+
+    assert rl_lab(RlOptions(on_demand_price=0.5), RL_LAB_SPEC.default()).on_demand_price == 0.5

@@ -31,11 +31,15 @@ From the spec come:
 - `spec.parser()`: the workload's argparse (`--help` lists every option, its default);
 - `spec.parse(argv)`: the options object from a command line (`OptionError` if bad);
 - `spec.from_text({dest: text})`: the same from an invoke task's keyword arguments;
-- `spec.task_flags()`: the invoke task's parameters and help (see tasks.py);
+- `spec.task_flags()`: the invoke task's parameters and help (see tasks.py), and
+  `spec.task_types()` the type each one's help shows (`--workers=INT`);
 - `spec.argv(options)`: the command line that gives back `options` (non-default values);
 - `spec.main(argv, run)`: parse (then `complete`: rules only a workload's full command line
   can meet, such as values the launcher adds per target), then run; bad input is one line
   on stderr and exit code 2: `error: --workers: expected an integer ≥ 1, got 'abc'`.
+A spec may name flags it renamed (`OptionSpec(..., renamed={"--old": "--new"})`): the old
+name is refused with one line that gives the new one, on the workload's command line and on
+the invoke task (tasks.py).
 A spec may carry named presets (`OptionSpec(..., presets={"paper": {"steps": 100_000}})`,
 with a `preset` option whose choices are their names): `--preset paper` gives those fields
 those values unless their own flags are given too.
@@ -64,6 +68,8 @@ PRESET_FIELD = "preset"
 given beside it win; the options object, and so the provenance, holds both the name and the
 values it applied."""
 T = TypeVar("T")
+MAX_CHOICES_WORD = 24
+"""Longer choices show as CHOICE in an invoke task's help: its flag column must stay narrow."""
 PATH_WORDS = "a path (each part at most 255 bytes)"
 
 
@@ -263,6 +269,16 @@ class Option:
             return f"{self.info.help} (default: {self.default.name})"
         return f"{self.info.help} (default: {self.text(self.default)})"
 
+    def type_word(self) -> str:
+        """The value's type as an invoke task's help shows it (`--workers=INT`): INT, NUMBER,
+        PATH, TEXT, the choices `{a|b}` when they are few and short (else CHOICE); a list
+        adds `,...`."""
+        if self.info.choices and len(self.metavar()) <= MAX_CHOICES_WORD:
+            return self.metavar()
+        word = "CHOICE" if self.info.choices else {
+            int: "INT", float: "NUMBER", Path: "PATH"}.get(self.base, "TEXT")
+        return f"{word},..." if self.is_list else word
+
     def metavar(self) -> str:
         if self.info.choices:
             words = (*self.info.choices, *self.info.aliases)
@@ -346,8 +362,15 @@ def check_fields(options: Any) -> None:
         spec_option.check(getattr(options, spec_option.name))
 
 
+def renamed_error(old: str, new: str) -> OptionError:
+    """The one line for a flag given by a name it no longer has."""
+    return OptionError(old, f"was renamed: use {new}")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports problems as OptionError instead of printing usage and exiting."""
+
+    renamed: Mapping[str, str] = {}
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("argument ") and ": " in message:
@@ -355,6 +378,9 @@ class _Parser(argparse.ArgumentParser):
             raise OptionError(flags.split("/")[-1], problem)
         if message.startswith("unrecognized arguments: "):
             first = message.removeprefix("unrecognized arguments: ").split()[0]
+            if first.split("=")[0] in self.renamed:
+                old = first.split("=")[0]
+                raise renamed_error(old, self.renamed[old])
             raise OptionError(first, f"is not an option of {self.prog}")
         raise OptionError(self.prog, message)
 
@@ -370,6 +396,7 @@ class OptionSpec(Generic[T]):
         description: str = "",
         complete: Callable[[T], None] | None = None,
         presets: Mapping[str, Mapping[str, Any]] | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> None:
         self.cls = cls
         self.prog = prog
@@ -380,6 +407,11 @@ class OptionSpec(Generic[T]):
         clashing = {o.dest for o in self.options} & {"c", "help"}
         if clashing or len(self.by_dest) != len(self.options):
             raise TypeError(f"{cls.__name__}: flags clash: {sorted(clashing) or 'repeated'}")
+        self.renamed = dict(renamed or {})
+        flags = {o.flag for o in self.options}
+        if set(self.renamed) & flags or not set(self.renamed.values()) <= flags:
+            raise TypeError(f"{cls.__name__}: renamed {self.renamed} must map old flags to "
+                            f"the current ones")
         self.presets = {name: dict(values) for name, values in (presets or {}).items()}
         if self.presets:
             self._check_presets()
@@ -408,7 +440,10 @@ class OptionSpec(Generic[T]):
     # --- text in -----------------------------------------------------------------------
 
     def parser(self) -> argparse.ArgumentParser:
-        parser = _Parser(prog=self.prog or None, description=self.description)
+        # no abbreviations (`--spot` is not `--spot-price`), as on the invoke tasks
+        parser = _Parser(prog=self.prog or None, description=self.description,
+                         allow_abbrev=False)
+        parser.renamed = self.renamed
         for spec_option in self.options:
             # a one-letter name is also `-k`, as invoke spells it
             names = [f"-{spec_option.dest}"] if len(spec_option.dest) == 1 else []
@@ -492,6 +527,10 @@ class OptionSpec(Generic[T]):
     def task_flags(self) -> list[tuple[str, bool, str]]:
         """(parameter name, is a switch, help) of each option the user gives."""
         return [(o.dest, o.base is bool, o.help_text()) for o in self.user_options]
+
+    def task_types(self) -> dict[str, str]:
+        """Parameter name -> the type its help shows, for each option that takes a value."""
+        return {o.dest: o.type_word() for o in self.user_options if o.base is not bool}
 
     # --- a workload's entry point ------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """What runs in Ray Train V2's controller for an elastic run (the one place besides the
 workers' report hook that reaches into Ray Train's internals; Ray is pinned):
 
-- `MeasuredScalingPolicy`: Ray Train's elastic policy with the seed's worker-count rule and
+- `MeasuredScalingPolicy`: Ray Train's elastic policy with the original's worker-count rule and
   no lost step on a resize. Ray Train's own ElasticScalingPolicy starts or restarts a worker
   group with every worker that fits, and every `elastic_resize_monitor_interval_s`
   (--cluster-rescale-timeout) restarts a running group at once when that number changed,

@@ -95,7 +95,7 @@ class Ledger:
     # --- the scaling policy ----------------------------------------------------------------
 
     def choose_workers(self, fit: int, running: bool = False) -> int:
-        """The worker count for the run now that `fit` fit (the seed's rule on the throughput
+        """The worker count for the run now that `fit` fit (the original's rule on the throughput
         measured so far); each new decision recorded. A running group is not grown before
         its own throughput is measured: a restart's count is not undone before it trained."""
         attempts = self.rows["attempts"]

@@ -2,7 +2,8 @@
 and the launcher's command line are made from (see workloads/common/options.py).
 
 Everything after `--` on the command line is the user script's own argv (`script_args`).
-The defaults are a demo sized for a 2-core laptop; `--preset paper` gives the seed's scale.
+The defaults are a demo sized for a 2-core laptop; `--preset paper` gives the original's
+scale (AdaptDL on Ray AWS).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ EXAMPLE_SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "elastic" / 
 ENTRY_POINT = "train_loop_per_worker"
 """The training function's name in Ray Train's docs and examples."""
 SHORT_FLAGS = {"-f": "--script", "-d": "--working-dir", "-m": "--max-workers"}
-"""The seed's one-letter flags, for `python -m workloads.elastic` and `invoke run-elastic`."""
+"""The original's one-letter flags, for `python -m workloads.elastic` and `invoke run-elastic`."""
 DEMO_SCHEDULE = "6s,6s,6s"
 """Three preemptions, each after the running worker group trained 6 s."""
 
@@ -101,9 +102,9 @@ class ElasticOptions(ResultsOptions):
     )
     preset: str | None = option(
         None,
-        "paper: the seed's scale (checkpoint timeout 120 s, notices polled every 5 s, no "
-        "scheduled preemption: the cloud's, or the lab's chain with --alpha 0.9); not set: "
-        "the laptop demo",
+        "paper: the scale of the original, AdaptDL on Ray AWS (checkpoint timeout 120 s, "
+        "notices polled every 5 s, no scheduled preemption: the cloud's, or the lab's chain "
+        "with --alpha 0.9); not set: the laptop demo",
         choices=("paper",),
     )
     script_args: str = option("", "the script's own arguments (what follows `--`)")
@@ -200,7 +201,7 @@ def _value(text: str) -> Any:
 
 
 def split_command_line(argv: list[str]) -> list[str]:
-    """A command line with the seed's short flags spelled out and whatever follows `--`
+    """A command line with the original's short flags spelled out and whatever follows `--`
     folded into `--script-args` (one shell-quoted text)."""
     rest: list[str] = []
     if "--" in argv:
@@ -211,7 +212,7 @@ def split_command_line(argv: list[str]) -> list[str]:
 
 
 PAPER = {"checkpoint_timeout": 120.0, "notice_poll": 5.0, "preempt_at": ""}
-"""The seed's scale: its checkpoint timeout (and its rescale timeout, the default), its 5 s
+"""The original's scale: its checkpoint timeout (and its rescale timeout, the default), its 5 s
 metadata poll, and no scheduled preemption."""
 
 ELASTIC_SPEC = OptionSpec(

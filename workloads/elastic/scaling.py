@@ -1,4 +1,5 @@
-"""The seed's worker-count rule, on throughput measured on the run itself (pure: no Ray).
+"""The original's worker-count rule (AdaptDL on Ray AWS), on throughput measured on the run
+itself (pure: no Ray).
 
 The run uses the largest worker count n whose throughput per worker stays at least half the
 single-worker throughput, and leaves its current count only for a choice at least 1.05×

@@ -65,8 +65,8 @@ class ServiceOptions:
                           maximum=64)
     policy: str = option("fair", "fair: fair share of query rates; fcfs: first job first",
                          choices=POLICIES)
-    rebalance_s: float = option(5.0, "seconds between fair-share rebalances",
-                                flag="--rebalance", above=0.0)
+    rebalance_s: float = option(5.0, "seconds between fair-share rebalances (workers moved "
+                                "between jobs)", flag="--fair-share-period", above=0.0)
     window_s: float = option(30.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
     subjob_timeout_s: float = option(60.0, "a sub-job running longer is re-run elsewhere "
@@ -82,8 +82,8 @@ class ServiceOptions:
         check_fields(self)
         check_store("--store", self.store, self.store_endpoint)
         if self.rebalance_s > self.window_s:
-            raise OptionError("--rebalance", f"expected at most --window ({self.window_s:g}), "
-                              f"got {self.rebalance_s:g}")
+            raise OptionError("--fair-share-period", f"expected at most --window "
+                              f"({self.window_s:g}), got {self.rebalance_s:g}")
 
     def settings(self, store: str) -> dict[str, Any]:
         """The coordinator's settings (workloads.inference.coordinator.ServiceSettings)."""
@@ -92,8 +92,10 @@ class ServiceOptions:
                 "window_s": self.window_s, "subjob_timeout_s": self.subjob_timeout_s}
 
 
+RENAMED = {"--rebalance": "--fair-share-period"}
+"""`--rebalance` was the fair-share period, beside the spot lab's `--rebalance-chance`."""
 SERVICE_SPEC = OptionSpec(ServiceOptions, prog="invoke infer-up",
-                          description="Bring the inference service up.")
+                          description="Bring the inference service up.", renamed=RENAMED)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,8 +193,8 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     """The service's flags, and the experiment's (a shorter window and rebalance than the
     service's, so that a run of a minute shows fair share before and after the failures)."""
 
-    rebalance_s: float = option(1.0, "seconds between fair-share rebalances",
-                                flag="--rebalance", above=0.0)
+    rebalance_s: float = option(1.0, "seconds between fair-share rebalances (workers moved "
+                                "between jobs)", flag="--fair-share-period", above=0.0)
     window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
     jobs: int = option(2, "jobs run at once: the small network and the convolutional one "
@@ -224,4 +226,4 @@ INFERENCE_SPEC = OptionSpec(
     InferenceOptions, prog="python -m workloads.inference",
     description="The inference cluster experiment: the service up on this Ray cluster, "
     "models and test sets into its store, jobs of different cost with fair share, optional "
-    "failures; writes summary.json, provenance.json and records/.")
+    "failures; writes summary.json, provenance.json and records/.", renamed=RENAMED)

@@ -55,8 +55,8 @@ class RlOptions(ResultsOptions):
         above=0.0,
     )
     n_step: int = option(1, "n-step returns of the Q targets", minimum=1, maximum=10)
-    hidden: int = option(128, "units of each of the two hidden layers (policy and Q, as the "
-                         "seed)", minimum=1, maximum=4096)
+    hidden: int = option(128, "units of each of the two hidden layers (policy and Q, as in "
+                         "Learn-to-Race distributed training)", minimum=1, maximum=4096)
     learning_rate: float = option(1e-3, "actor, critic and α learning rate", above=0.0)
     gamma: float = option(0.99, "discount γ", above=0.0, maximum=1.0)
     tau: float = option(0.005, "target-network update rate τ", above=0.0, maximum=1.0)
@@ -69,14 +69,15 @@ class RlOptions(ResultsOptions):
         5, "iterations between learner checkpoints checkpoints/iter_<n>/", minimum=1
     )
     on_demand_price: float = option(
-        0.286, "$ per on-demand node-hour (head, learner), for the run's cost",
-        flag="--price-on-demand", minimum=0.0,
+        0.286, "$ per on-demand node-hour (head, learner), for the run's cost (and the local "
+        "lab's bill)", minimum=0.0,
     )
     spot_price: float = option(0.0858, "$ per spot node-hour while up, for the run's cost",
-                               flag="--price-spot", minimum=0.0)
+                               minimum=0.0)
     preset: str | None = option(
-        None, "a named set of the options above: paper (the seed's learner and evaluation, "
-        "at its scale: tens of thousands of env steps); flags given beside it win",
+        None, "a named set of the options above: paper (the learner and evaluation of "
+        "Learn-to-Race distributed training, at its scale: tens of thousands of env steps); "
+        "flags given beside it win",
         choices=("paper",))
 
     def __post_init__(self) -> None:
@@ -94,7 +95,7 @@ class RlOptions(ResultsOptions):
 
 
 PAPER_PRESET: dict[str, Any] = {
-    # the seed's learner: SAC with two hidden layers of 256, one learning rate of 5e-4,
+    # the original's learner: SAC with two hidden layers of 256, one learning rate of 5e-4,
     # τ 0.01, γ 0.99, batches of 128, min(len(buffer) // 8, 64) updates per episode a
     # worker sends (one update per 8 env steps); each worker sends whole episodes
     "hidden": 256, "learning_rate": 5e-4, "tau": 0.01, "gamma": 0.99, "batch_size": 128,
@@ -104,8 +105,8 @@ PAPER_PRESET: dict[str, Any] = {
     # and its scale: a long run, logged and checkpointed less often
     "steps": 40_000, "steps_per_iteration": 1000, "checkpoint_every": 10,
 }
-"""`--preset paper`: the seed's settings where this workload has them (α is learned here,
-from the seed's fixed 0.2)."""
+"""`--preset paper`: the original's settings where this workload has them (α is learned
+here, not its fixed 0.2)."""
 
 RL_SPEC = OptionSpec(
     RlOptions,
@@ -114,6 +115,7 @@ RL_SPEC = OptionSpec(
     "runners on spot nodes; evaluations, checkpoints and rewards.jsonl in the run's storage; "
     "writes summary.json, provenance.json and records/.",
     presets={"paper": PAPER_PRESET},
+    renamed={"--price-on-demand": "--on-demand-price", "--price-spot": "--spot-price"},
 )
 
 
