@@ -791,9 +791,10 @@ class Coordinator:
                          f"{getattr(job, changed[0])!r} changed in the store since job-add "
                          "(job-remove the job and add it again)")
         with self.lock:
-            if self.jobs.get(job.name) is not job:
+            current = self.jobs.get(job.name)
+            if current is None or current is not job:
                 return _fail(f"job {job.name!r} changed meanwhile; try again")
-            if job.state == "running":
+            if current.state == "running":  # started by another call meanwhile
                 return _fail(f"job {job.name!r} is already running")
             fresh = job.state in ("done", "failed") or not job.run_id
             started = dataclasses.replace(job, state="running", started_at=time.time(),
