@@ -78,8 +78,6 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
     writer.add_records("failures", failures)
     writer.finish(summary, provenance(options.parameters(), {}, options.target,
                                       {"seed": options.seed}), to_log=options.results_to_log)
-    show(json.dumps({key: summary[key] for key in (
-        "rate_spread_after_window", "throughput_qps", "failures_seen", "exactly_once")}))
     return summary
 
 
