@@ -4,6 +4,7 @@ a port-forward, results through its bucket). Results always land in the same loc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sys
@@ -203,11 +204,19 @@ def run_remote(
             requirements = [*pinned_requirements(PROJECT_DIR, run.module, CODE_PACKAGES),
                             *run.requirements]
             python = "python"
-        log = run_job(
-            remote.address, folder, command, env, show,
-            requirements=requirements, token=remote.token, python=python,
-            stall_timeout_s=stall_timeout_s, trace_log=local_out / RAY_TRACES,
-        )
+        had_folder = local_out.exists()
+        try:
+            log = run_job(
+                remote.address, folder, command, env, show,
+                requirements=requirements, token=remote.token, python=python,
+                stall_timeout_s=stall_timeout_s, trace_log=local_out / RAY_TRACES,
+            )
+        except BaseException:
+            if not had_folder:  # a failed run leaves no results folder of only Ray's lines
+                (local_out / RAY_TRACES).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    local_out.rmdir()  # only when empty: nothing else of the run is lost
+            raise
     destination = LocalStorage(local_out)
     if remote.bucket:
         copy_all(open_storage(job_out, remote.s3_endpoint), destination)
