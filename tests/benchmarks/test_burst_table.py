@@ -103,3 +103,71 @@ def test_a_missed_target_exits_1_and_a_met_one_0(
     assert main() == 1
     assert "MISSED image at 106 Mbit/s: data-aware / bound: 1.250 (target ≤ 1.15)" in (
         capsys.readouterr().out)
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "burst" / "word_stats.py"
+
+
+def own_repeat(folder: Path, inputs: Path, aware_s: float, results: list[Any]) -> None:
+    """A finished repeat of the example task file over `inputs`: its summary, provenance
+    and both schedulers' outputs (`results` per input, the same for both)."""
+    from benchmarks.burst_speedup import local_results
+
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps(summary("own", 31.0, 30.0, aware_s, 12.0)))
+    parameters = {"script": str(EXAMPLE), "function": "process", "inputs": str(inputs)}
+    (folder / "provenance.json").write_text(json.dumps({"parameters": parameters}))
+    rows = [{"input": row["input"], "result": result}
+            for row, result in zip(local_results(EXAMPLE, "process", inputs), results,
+                                   strict=True)]
+    (folder / "outputs").mkdir()
+    for scheduler in ("default", "data-aware"):
+        (folder / "outputs" / f"{scheduler}.jsonl").write_text(
+            "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_a_task_files_repeats_are_held_to_the_functions_own_results(tmp_path: Path) -> None:
+    from benchmarks.burst_speedup import collect, generated_texts, local_results
+
+    inputs = generated_texts(tmp_path / "cache", count=3, megabytes=0.05)
+    assert generated_texts(tmp_path / "cache", count=3, megabytes=0.05) == inputs  # kept
+    assert sorted(p.name for p in inputs.iterdir()) == [
+        ".complete", "text-000.txt", "text-001.txt", "text-002.txt"]
+    assert 40_000 < (inputs / "text-000.txt").stat().st_size < 60_000
+    again = generated_texts(tmp_path / "other", count=3, megabytes=0.05)
+    assert (again / "text-002.txt").read_bytes() == (inputs / "text-002.txt").read_bytes()
+
+    expected = [row["result"] for row in local_results(EXAMPLE, "process", inputs)]
+    assert expected[0]["words"] > 5000 and expected[0]["sha256"] != expected[1]["sha256"]
+    out = tmp_path / "out"
+    out.mkdir()
+    own_repeat(out / "own-30-r1", inputs, 20.0, expected)
+    own_repeat(out / "own-30-r2", inputs, 21.0, expected)
+    wrong = [*expected[:-1], {**expected[-1], "words": 0}]  # one input's result differs
+    own_repeat(out / "own-30-r3", inputs, 19.0, wrong)
+    rows = collect(out)
+    assert [row["outputs_match"] for row in rows] == [True, True, False]
+    [case] = aggregate(rows)
+    assert case["workload"] == "own" and case["within"]  # the bound is shown, not targeted
+    checked = {t.name: t.met for t in targets([case])}
+    assert checked == {
+        "own at 31 Mbit/s: repeats whose results equal the function's here": False,
+        "own at 31 Mbit/s: speedup": True,
+        "own at 31 Mbit/s: data-aware / default mean compute": True,
+    }
+
+
+def test_a_task_file_and_the_built_in_workloads_are_one_or_the_other(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    for argv, message in (
+        (["--script", str(EXAMPLE), "--workload", "image"], "--workload: the built-in"),
+        (["--inputs", str(tmp_path)], "--inputs/--function: give --script too"),
+        (["--script", str(EXAMPLE), "--function", "nope", "--inputs", str(tmp_path)],
+         "no entry"),
+        (["--script", str(EXAMPLE), "--function", "nope", "--inputs", str(EXAMPLE.parent)],
+         "defines no 'nope'"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["burst_speedup", *argv, "--out", str(tmp_path)])
+        assert main() == 2
+        assert message in capsys.readouterr().err
