@@ -17,8 +17,8 @@ failure run the total query rate's dip at the failures and the seconds until it 
 within 5 % of its level.
 
 Targets, printed with the verdict; the exit code is 1 when any is missed: every fair run's
-worst rate spread ≤ 1.05 (the seed's 20 %, tightened to 5 %), every run exactly once, every
-service answer within 2 s, every CLI command's exit code as expected.
+worst rate spread ≤ 1.05 (the original service's 20 %, tightened to 5 %), every run
+exactly once, every service answer within 2 s, every CLI command's exit code as expected.
 
     python -m benchmarks.inference_fairness [--quick] [--runs 1,5] [--commands] [--json FILE]
 """

@@ -163,7 +163,7 @@ def test_the_docs_speak_of_the_project_only(path: Path) -> None:
 @pytest.mark.parametrize("path", [path for path in DOCS if "results" not in path.parts],
                          ids=lambda path: str(path.relative_to(PROJECT_DIR)))
 def test_the_docs_name_the_original_works(path: Path) -> None:
-    """docs/results/ holds benchmarks' output as printed, and is not edited by hand."""
+    """No page calls an original work "the seed": it names the work."""
     found = [f"{number}: {line.strip()}" for number, line in
              enumerate(path.read_text().splitlines(), 1) if ORIGINAL_AS_SEED.search(line)]
     assert not found, f"{path.name} calls an original work 'the seed': {found[:5]}"

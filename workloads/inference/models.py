@@ -457,8 +457,8 @@ def tiled(array: np.ndarray, repeat: int) -> np.ndarray:
 
 def make_bundle(sizes: tuple[str, ...] = ("small", "large"), repeat: int = 1,
                 seed: int = 0) -> Bundle:
-    """`<size>_model`, `<size>_testset`, `<size>_label` per size (like the seed's
-    `vit_model` / `vit_testset` / `vit_label`); the test set is the held-out digits
+    """`<size>_model`, `<size>_testset`, `<size>_label` per size (like the original
+    service's `vit_model` / `vit_testset` / `vit_label`); the test set is the held-out digits
     repeated `repeat` times, so a job can be as long as a run needs."""
     files: dict[str, bytes] = {}
     accuracy: dict[str, float] = {}

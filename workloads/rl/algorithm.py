@@ -52,8 +52,8 @@ def trainer_options(options: RlOptions) -> dict[str, Any]:
 
 
 def sac_config(options: RlOptions) -> Any:
-    """The SACConfig of a run (hyper-parameters after the seed's learner: two hidden layers,
-    one learning rate, τ, γ; α learned from 0.2). The Algorithm built from it has no remote
+    """The SACConfig of a run (hyper-parameters after the original system's learner: two hidden
+    layers, one learning rate, τ, γ; α learned from 0.2). The Algorithm built from it has no remote
     env runners of its own: the driver's runners are built from the same config."""
     from ray.rllib.algorithms.sac import SACConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
@@ -88,7 +88,7 @@ def sac_config(options: RlOptions) -> Any:
         # On the new API stack the networks are sized by the RLModule's model config (the
         # old policy_model_config/q_model_config keys are ignored there).
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=hiddens))
-        # The seed's per-runner evaluation (workloads/rl/evaluation.py), not RLlib's
+        # The original system's per-runner evaluation (workloads/rl/evaluation.py), not RLlib's
         # per-iteration one: every --eval-every-th episode of each runner, at its own phase.
         .callbacks(periodic_evaluation(options.eval_every, options.eval_episodes, options.seed))
         # no system-usage monitor (a thread sampling CPU and GPU use nobody reads)

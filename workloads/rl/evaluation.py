@@ -1,4 +1,4 @@
-"""The seed's periodic evaluation, on the env runners (an RLlib callback): every runner
+"""The original system's periodic evaluation, on the env runners (an RLlib callback): every runner
 evaluates its current policy after every `every`-th episode it samples, shifted by a random
 phase of its own (so runners do not evaluate together), with `episodes` deterministic episodes
 in an environment of its own (the sampling env is left mid-episode as it is). Results wait on
