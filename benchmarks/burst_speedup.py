@@ -407,7 +407,7 @@ def main() -> int:
         return 2
     workloads = [OWN] if args.script is not None else (args.workload or ",".join(WORKLOADS)
                                                        ).split(",")
-    unknown = [name for name in workloads if name not in (*WORKLOADS, OWN)]
+    unknown = [name for name in workloads if name not in WORKLOADS and args.script is None]
     if unknown:
         print(f"error: --workload: expected image and/or param-server, got {unknown[0]!r}",
               file=sys.stderr)

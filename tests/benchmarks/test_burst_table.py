@@ -163,6 +163,7 @@ def test_a_task_file_and_the_built_in_workloads_are_one_or_the_other(
     for argv, message in (
         (["--script", str(EXAMPLE), "--workload", "image"], "--workload: the built-in"),
         (["--inputs", str(tmp_path)], "--inputs/--function: give --script too"),
+        (["--workload", "own"], "expected image and/or param-server, got 'own'"),
         (["--script", str(EXAMPLE), "--function", "nope", "--inputs", str(tmp_path)],
          "no entry"),
         (["--script", str(EXAMPLE), "--function", "nope", "--inputs", str(EXAMPLE.parent)],
