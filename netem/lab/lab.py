@@ -54,7 +54,7 @@ def require_lab_support() -> None:
     if not supported:
         raise LabUnavailable(
             "the two-site lab needs root and iproute2 network namespaces (ip netns, tc) "
-            f"({reason}); run as root or use --address/--stack"
+            f"({reason}); run as root, or run-burst --stack on a deployed stack"
         )
 
 

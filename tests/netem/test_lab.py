@@ -178,7 +178,7 @@ def test_lab_tasks_without_root_print_one_line_and_exit_2() -> None:
             assert done.returncode == 2, done.stderr[-800:]
             assert done.stderr.strip().splitlines() == [
                 "error: the two-site lab needs root and iproute2 network namespaces (ip netns, "
-                "tc) (not root); run as root or use --address/--stack"
+                "tc) (not root); run as root, or run-burst --stack on a deployed stack"
             ]
 
 

@@ -86,7 +86,7 @@ class BurstOptions:
         None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
     )
     s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs (names joined by "
-                            "'/', each a name as --lab's)")
+                            f"'/', each {NAME.rule})")
     inputs_cache: str | None = option(
         None,
         "a local directory of generated inputs kept across runs: inputs with the same "
