@@ -12,12 +12,13 @@ or the coordinator died is still counted once. In-flight sub-jobs of a dead inca
 queued again. A worker holds up to PIPELINE_DEPTH sub-jobs: the one it runs and the next,
 so it never waits for the coordinator between two. Before it gives a worker a sub-job the
 coordinator claims it in the store (`jobs/<run id>/claims/<sub-job>.<worker>`), so
-whichever incarnation finds that worker dead knows what it held; each such re-run is recorded as `jobs/<run id>/reruns/<sub-job>.<worker>`,
-so the count outlives the incarnation that saw the death, and two incarnations that both see
-it count it once. Workers are found again by name among the live actors of the service's
-namespace, not only from `service/workers.json`: a coordinator killed while it writes that
-file, or between creating a worker and recording it, leaves none running unknown. A job's
-runs are removed with it (job-remove), and a finished run when the job starts afresh.
+whichever incarnation finds that worker dead knows what it held; each such re-run is
+recorded as `jobs/<run id>/reruns/<sub-job>.<worker>`, so the count outlives the incarnation
+that saw the death, and two incarnations that both see it count it once. Workers are found
+again by name among the live actors of the service's namespace, not only from
+`service/workers.json`: a coordinator killed while it writes that file, or between creating
+a worker and recording it, leaves none running unknown. A job's runs are removed with it
+(job-remove), and a finished run when the job starts afresh.
 
 What it loads is checked as a command is: a stored job that does not pass is reported
 (`job-status`, the actor's log) and skipped, never fatal; job-remove deletes it.
