@@ -10,8 +10,9 @@ worker converts them) right before and right after each job, three rounds each; 
 round is the limit (a busy machine only slows a round down). Where the service's time goes,
 from the parts its worker wrote: `in model` (the ONNX Runtime call in the worker, also shown
 per query), `in worker` (the rest of a sub-job inside the worker: slicing the test set, the
-answers as a list), `around` (the rest of the wall time: the coordinator's dispatch and
-claim, the part written to the store, the answer back over Ray).
+answers as a list), `around` (the rest of the wall time: the part written to the store, Ray
+between two sub-jobs, and the coordinator's dispatch, claim and the answer back whenever
+they outlast the sub-job the worker runs, for it holds the next one while one runs).
 
 Targets: the costlier demo model costs ONNX Runtime ≥ 0.1 ms a query on one core and ≥ 10×
 the small one, and at every batch size the service reaches ≥ 0.8× of ONNX Runtime alone on
@@ -201,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     found = targets(rows)
     report = "\n\n".join([header(machine()), table(rows),
                           "in model: in the ONNX Runtime call in the worker; in worker: the "
-                          "rest of a sub-job in the worker; around: dispatch, claim, part "
-                          "written, answer back (fractions of the service's wall time)",
+                          "rest of a sub-job in the worker; around: part written, Ray between "
+                          "sub-jobs, dispatch and answer back when they outlast a sub-job "
+                          "(fractions of the service's wall time)",
                           targets_text(found)])
     print(report)
     if args.out:

@@ -24,7 +24,7 @@ from workloads.inference.models import (
     mlp_onnx,
     read_signature,
 )
-from workloads.inference.scheduler import Scheduler, fair_shares
+from workloads.inference.scheduler import Scheduler, fair_shares, free_places
 from workloads.inference.stats import latency_stats, spread, window_cost, window_rate
 
 
@@ -99,6 +99,14 @@ def test_a_first_measurement_does_not_stall_the_job_that_led_at_the_placeholder_
         picks.append(scheduler.pick(["small", "large"]) or "")
         scheduler.charge(picks[-1], 20)
     assert abs(picks.count("small") - picks.count("large")) <= 2, picks
+
+
+def test_every_worker_gets_a_sub_job_before_any_gets_the_next_one_queued() -> None:
+    # a idle, b running one, c holding two: a first, then a's next and b's, none for c
+    assert free_places({"a": 0, "b": 1, "c": 2}, 2) == ["a", "a", "b"]
+    assert free_places({"a": 0, "b": 0}, 2) == ["a", "b", "a", "b"]
+    assert free_places({"a": 0, "b": 1}, 1) == ["a"]  # depth 1: only idle workers
+    assert free_places({}, 2) == []
 
 
 def test_percentiles_are_true_percentiles_not_the_originals_descending_p10() -> None:

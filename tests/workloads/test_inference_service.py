@@ -228,6 +228,44 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
     assert running == {w["name"] for w in live}
 
 
+def test_a_worker_gets_its_next_sub_job_while_one_runs_and_a_killed_one_gives_each_back_once(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    store = running_service(bundle, repeat=3, workers=1)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 10)
+    run_id = call("job_start", "small")["run_id"]
+    [worker] = wait_until(lambda: busy_workers() or None, 60.0, "the worker busy")
+    handle = ray.get_actor(worker["name"], namespace=NAMESPACE)
+    holding: Any = ray.get(handle.hold_mid_sub_job.remote(60.0))
+    assert holding is not None and holding["run_id"] == run_id, holding
+    running = {"job": "small", "sub_job": holding["sub_job"]}
+
+    def held() -> list[dict[str, Any]] | None:
+        [seen] = [w for w in call("members")["workers"] if w["name"] == worker["name"]]
+        return seen["held"] if seen["held"][:1] == [running] and len(seen["held"]) == 2 \
+            else None
+
+    # stopped inside a sub-job, the worker already holds the next one, queued behind it
+    queued = wait_until(held, 30.0, "the next sub-job handed out while one runs")[1]
+    assert queued["sub_job"] != running["sub_job"]
+    parts = f"jobs/{run_id}/parts"
+    assert f"{parts}/{queued['sub_job']:06d}.json" not in store.names()
+    ray.kill(handle, no_restart=True)
+    final = wait_until(lambda: (status := _status_of("small")) and status["state"] == "done"
+                       and status, 120.0, "the job done on a replacement worker")
+    # each sub-job the killed worker held ran again elsewhere, counted as re-run once
+    reruns = sorted(name.rpartition("/")[2] for name in store.names()
+                    if name.startswith(f"jobs/{run_id}/reruns/"))
+    assert reruns == sorted(f"{held['sub_job']:06d}.{worker['name']}"
+                            for held in (running, queued))
+    assert final["reruns"] == 2
+    for held_sub_job in (running, queued):
+        part = json.loads(store.read_bytes(f"{parts}/{held_sub_job['sub_job']:06d}.json"))
+        assert part["worker"] != worker["name"]
+    merged = _read_output(store, run_id)
+    assert merged["ids"] == list(range(final["queries"])) and merged["answered"] == len(
+        merged["ids"])
+
+
 def _status_or_none() -> dict[str, Any] | None:
     try:
         return call("job_status", timeout_s=2.0)

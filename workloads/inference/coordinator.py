@@ -9,14 +9,16 @@ finished sub-job is a part under `jobs/<run id>/parts/`, written by the worker b
 answers, carrying the id of every query it answered. A sub-job is done exactly when its part
 exists; the merged output reads each part once, in order, so a sub-job re-run after a worker
 or the coordinator died is still counted once. In-flight sub-jobs of a dead incarnation are
-queued again. Before it gives a worker a sub-job the coordinator claims it in the store
-(`jobs/<run id>/claims/<sub-job>.<worker>`), so whichever incarnation finds that worker dead
-knows what it held; each such re-run is recorded as `jobs/<run id>/reruns/<sub-job>.<worker>`,
-so the count outlives the incarnation that saw the death, and two incarnations that both see
-it count it once. Workers are found again by name among the live actors of the service's
-namespace, not only from `service/workers.json`: a coordinator killed while it writes that
-file, or between creating a worker and recording it, leaves none running unknown. A job's
-runs are removed with it (job-remove), and a finished run when the job starts afresh.
+queued again. A worker holds up to PIPELINE_DEPTH sub-jobs: the one it runs and the next,
+so it never waits for the coordinator between two. Before it gives a worker a sub-job the
+coordinator claims it in the store (`jobs/<run id>/claims/<sub-job>.<worker>`), so
+whichever incarnation finds that worker dead knows what it held; each such re-run is
+recorded as `jobs/<run id>/reruns/<sub-job>.<worker>`, so the count outlives the incarnation
+that saw the death, and two incarnations that both see it count it once. Workers are found
+again by name among the live actors of the service's namespace, not only from
+`service/workers.json`: a coordinator killed while it writes that file, or between creating
+a worker and recording it, leaves none running unknown. A job's runs are removed with it
+(job-remove), and a finished run when the job starts afresh.
 
 What it loads is checked as a command is: a stored job that does not pass is reported
 (`job-status`, the actor's log) and skipped, never fatal; job-remove deletes it.
@@ -75,7 +77,7 @@ from workloads.inference.options import (
     Command,
     parse_command,
 )
-from workloads.inference.scheduler import Scheduler
+from workloads.inference.scheduler import Scheduler, free_places
 from workloads.inference.stats import latency_stats, window_cost, window_rate
 from workloads.inference.worker import InferenceWorker, check_part
 
@@ -94,6 +96,12 @@ INCARNATION_FILE = "service/coordinator.json"
 TICK_S = 0.02
 PING_EVERY_S = 2.0
 DRAIN_CHECK_EVERY_S = 1.0
+PIPELINE_DEPTH = 2
+"""Sub-jobs a worker holds at once: the one it runs and the next, handed to it while the
+first runs, so it starts the next the moment the first ends instead of idling while the
+answer goes back and the next sub-job comes out (a round trip each small batch would pay).
+Each is claimed and charged to its job's share when it is handed out, as the first is; a
+worker that dies gives all it held back, each counted as re-run once."""
 MAX_SUB_JOB_DEATHS = 3
 """Workers a sub-job may take down (out of memory, a crash in the model's runtime) before
 its job fails instead of killing more."""
@@ -245,10 +253,28 @@ class WorkerSlot:
     state: WorkerState = "starting"
     node_id: str | None = None
     pid: int | None = None
-    job: str | None = None
-    sub_job: int | None = None
+    held: list[tuple[str, int]] = field(default_factory=list)
+    """(job, sub-job) handed to it and not answered yet, in the order it got them: the first
+    is the one it runs, the others wait behind it (at most PIPELINE_DEPTH)."""
     since: float = field(default_factory=time.time)
+    """When it became busy or last answered: when the sub-job it runs began, as far as the
+    coordinator knows (the hung-worker timeout counts from here)."""
     pinged_at: float = 0.0
+
+    @property
+    def job(self) -> str | None:
+        return self.held[0][0] if self.held else None
+
+    @property
+    def sub_job(self) -> int | None:
+        return self.held[0][1] if self.held else None
+
+    def release(self, job: str, sub_job: int) -> None:
+        """(job, sub-job) is answered or taken back: a busy worker holding nothing is idle."""
+        if (job, sub_job) in self.held:
+            self.held.remove((job, sub_job))
+        if self.state == "busy" and not self.held:
+            self.state = "idle"
 
 
 @dataclass
@@ -508,7 +534,7 @@ class Coordinator:
                     InferenceWorker, name, self.settings.store, self.settings.s3_endpoint,
                     options={"name": name, "namespace": NAMESPACE, "lifetime": "detached",
                              "num_cpus": self.settings.worker_cpus, "resources": resources,
-                             "max_concurrency": 2})  # a hold is asked while a sub-job runs
+                             "max_concurrency": 2})  # pings, holds beside its sub-jobs
             except ActorAlreadyExistsError:
                 handle = ray.get_actor(name, namespace=NAMESPACE)
                 print(f"coordinator: took over the running worker {name}", flush=True)
@@ -526,24 +552,26 @@ class Coordinator:
                 self.pings[slot.handle.ping.remote()] = slot.name
 
     def _dispatch(self) -> None:
-        """Free workers get sub-jobs. Each is claimed in the store before its worker gets it
-        (`<run id>/claims/<sub-job>.<worker>`), so whichever incarnation finds that worker
-        dead knows what it held; a round's claims are written together."""
+        """Workers holding fewer than PIPELINE_DEPTH sub-jobs get more: every idle worker
+        one before any busy one a second. Each is claimed in the store before its worker
+        gets it (`<run id>/claims/<sub-job>.<worker>`), so whichever incarnation finds that
+        worker dead knows what it held; a round's claims are written together."""
         planned: list[tuple[WorkerSlot, Job, int, int]] = []
         now = time.time()
-        for slot in self.workers.values():
-            if slot.state != "idle":
-                continue
+        for worker in free_places({slot.name: len(slot.held) for slot in self.workers.values()
+                                   if slot.state in ("idle", "busy")}, PIPELINE_DEPTH):
             waiting = [job.name for job in self.jobs.values()
                        if job.state == "running" and job.pending]
             name = self.scheduler.pick(waiting)
             if name is None:
                 break
-            job = self.jobs[name]
+            job, slot = self.jobs[name], self.workers[worker]
             index = job.pending.popleft()
             count = min(job.batch_size, job.queries - index * job.batch_size)
             self.scheduler.charge(name, count)
-            slot.state, slot.job, slot.sub_job, slot.since = "busy", name, index, now
+            if slot.state == "idle":
+                slot.state, slot.since = "busy", now
+            slot.held.append((name, index))
             planned.append((slot, job, index, count))
         if not planned:
             return
@@ -554,7 +582,7 @@ class Coordinator:
             for slot, job, index, count in reversed(planned):
                 job.pending.appendleft(index)
                 self.scheduler.charge(job.name, -count)
-                slot.state, slot.job, slot.sub_job = "idle", None, None
+                slot.release(job.name, index)
             raise
         for slot, job, index, count in planned:
             task = {"run_id": job.run_id, "sub_job": index, "first": index * job.batch_size,
@@ -564,15 +592,15 @@ class Coordinator:
             self.inflight[ref] = InFlight(slot.name, job.name, job.run_id, index, now, count)
 
     def _time_out(self, now: float) -> None:
-        """A hung worker (the original waited forever) is killed; its sub-job runs again."""
-        for flight in self.inflight.values():
-            if now - flight.dispatched_at > self.settings.subjob_timeout_s:
-                slot = self.workers[flight.worker]
-                if slot.state == "busy":
-                    print(f"coordinator: {slot.name} hung on {flight.job}#{flight.sub_job}; "
-                          "killing it", flush=True)
-                    ray.kill(slot.handle, no_restart=True)
-                    slot.state = "dead"
+        """A hung worker (the original waited forever) is killed; what it held runs again.
+        Its time counts from when its running sub-job began (`since`), not from when the
+        sub-job waiting behind it was handed out."""
+        for slot in self.workers.values():
+            if slot.state == "busy" and now - slot.since > self.settings.subjob_timeout_s:
+                print(f"coordinator: {slot.name} hung on {slot.job}#{slot.sub_job}; "
+                      "killing it", flush=True)
+                ray.kill(slot.handle, no_restart=True)
+                slot.state = "dead"
 
     def _collect(self, ref: Any) -> None:
         if ref in self.pings:
@@ -609,14 +637,14 @@ class Coordinator:
                                        "model's runtime crashed)")
             return
         except Exception as error:  # the sub-job itself failed: the job cannot go on
-            slot.state, slot.job, slot.sub_job = "idle", None, None
+            slot.release(flight.job, flight.sub_job)
+            slot.since = time.time()
             if job is not None and job.run_id == flight.run_id:
                 self._fail_job(job, f"sub-job {flight.sub_job}: {_task_error(error)}")
             return
         now = time.time()
-        if slot.state == "busy":
-            slot.state = "idle"
-        slot.job, slot.sub_job, slot.since = None, None, now
+        slot.release(flight.job, flight.sub_job)
+        slot.since = now  # the sub-job it held next began when this one ended
         if job is None or job.run_id != flight.run_id:
             return  # the job was removed or restarted meanwhile
         if flight.sub_job in job.done:
@@ -881,7 +909,7 @@ class Coordinator:
         now = time.time()
         latencies = [value for part in job.done.values() for value in part["latencies_s"]]
         assigned = [s.name for s in self.workers.values()
-                    if s.state == "busy" and s.job == job.name]
+                    if s.state == "busy" and any(held == job.name for held, _ in s.held)]
         processed = job.processed()
         start = job.started_at or now
         end = job.finished_at if job.state == "done" and job.finished_at else now
@@ -905,7 +933,8 @@ class Coordinator:
     def _members(self, request: Command) -> dict[str, Any]:
         with self.lock:
             workers = [{"name": s.name, "state": s.state, "node_id": s.node_id, "pid": s.pid,
-                        "job": s.job, "sub_job": s.sub_job}
+                        "job": s.job, "sub_job": s.sub_job,
+                        "held": [{"job": name, "sub_job": index} for name, index in s.held]}
                        for s in self.workers.values() if s.state != "dead"]
         nodes = [{"node_id": node["NodeID"], "alive": bool(node["Alive"]),
                   "labels": node.get("Labels", {}),

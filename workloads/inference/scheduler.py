@@ -20,6 +20,14 @@ from dataclasses import dataclass, field
 POLICIES = ("fair", "fcfs")
 
 
+def free_places(held: Mapping[str, int], depth: int) -> list[str]:
+    """The workers that can take a sub-job now, once per sub-job each can take, in the order
+    to fill them: every worker its first before any its second, and so on up to `depth`
+    (`held`: how many each holds now)."""
+    return [worker for level in range(depth) for worker, count in held.items()
+            if count <= level]
+
+
 def fair_shares(costs: Mapping[str, float | None]) -> dict[str, float]:
     """Share of the workers per job (summing to 1), proportional to its cost per query."""
     if not costs:

@@ -1,6 +1,9 @@
 """A worker: answers one sub-job at a time (its queries as one batch through the job's ONNX
 model in ONNX Runtime, timed), writes the sub-job's answers to the file store as one part,
-and returns them to the coordinator.
+and returns them to the coordinator. Its sub-jobs run in a concurrency group of one thread
+(`run`), so the coordinator can hand it the next sub-job while one runs: the next waits in
+Ray's queue and starts the moment the running one ends. Pings and holds are answered beside
+them, on the actor's other threads.
 
 Each answer carries its query's id (its row in the test set), so the merged output can be
 checked id by id against the labels: a query lost or answered twice shows there.
@@ -90,7 +93,11 @@ class MidSubJobHold:
         threading.Event().wait()
 
 
-@ray.remote(max_restarts=0)
+RUN_GROUP = "run"
+
+
+# Ray's stubs leave concurrency_groups out of ray.remote's keywords; Ray takes it
+@ray.remote(max_restarts=0, concurrency_groups={RUN_GROUP: 1})  # type: ignore[call-overload]
 class InferenceWorker:
     def __init__(self, name: str, store_uri: str, s3_endpoint: str | None) -> None:
         self.name = name
@@ -124,6 +131,7 @@ class InferenceWorker:
             self.arrays[(name, digest)] = array_from_bytes(self._read(name, digest), name)
         return self.arrays[(name, digest)]
 
+    @ray.method(concurrency_group=RUN_GROUP)
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         """Answer queries [first, first + count) of the task's test set: one ONNX Runtime
         call on the whole sub-job (a batch), each query's latency that call's time."""
@@ -150,5 +158,6 @@ class InferenceWorker:
     def hold_mid_sub_job(self, timeout_s: float) -> dict[str, Any] | None:
         """Stop the running sub-job (or the next) after its next answer, half-done: its run
         id, sub-job, answers so far and of how many; None if no sub-job came in `timeout_s`.
-        The worker does nothing more: what it held must be killed with it."""
+        The worker does nothing more (a sub-job queued behind the held one never starts):
+        what it held must be killed with it."""
         return self.hold.request(timeout_s)
