@@ -10,7 +10,7 @@ after the batch axis*) whose element type converts to the input's without loss.
 The demo's models are built here without PyTorch, from weights trained in seconds on
 scikit-learn's bundled digits and written as ONNX graphs with `onnx.helper`: `small` and
 `medium` ReLU networks (one hidden layer of 32, two of 256) on the 64 pixels, and `large` a
-small convolutional network on the 1x8x8 image (random convolutions of 64 and 192 channels,
+small convolutional network on the 1x8x8 image (random convolutions of 128 and 256 channels,
 a linear layer trained on their features) that costs ONNX Runtime over 0.1 ms a query on one
 core, hundreds of times the small network.
 """
@@ -321,7 +321,7 @@ class Bundle:
 
 
 IMAGE = (1, 8, 8)
-CONV_CHANNELS = (64, 192)
+CONV_CHANNELS = (128, 256)
 
 
 def _onnx_model(nodes: list[Any], inputs: list[Any], outputs: list[Any],
