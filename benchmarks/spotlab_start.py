@@ -5,8 +5,8 @@ up, preempts one spot node (a notice, the drain, the kill at the deadline) and w
 replacement to join. Prints, per repeat and over all of them, the seconds from the start to
 the lab being ready (every node joined Ray), from the notice to the node's agent draining it,
 from the notice's deadline to the kill, and from the end of the replace delay to the
-replacement's join, against the targets; writes the numbers to --out (JSON) and exits 1 when
-the slowest repeat misses a target.
+replacement's join, against the targets; writes the numbers to --out (as .json) and the
+report with how it was made (as .md), and exits 1 when the slowest repeat misses a target.
 
 --load N runs N busy processes beside the lab meanwhile (a loaded machine); the load average
 before and after each repeat is recorded either way.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from benchmarks.report import write_output
+from benchmarks.report import header, machine, write_output
 from spotlab import SpotLab, SpotLabConfig, spot_lab
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                             help=f"most seconds from {what} (default %(default)s)")
     parser.add_argument("--out", type=Path,
                         default=REPO / "results" / "benchmarks" /
-                        f"spotlab_start-{time.strftime('%Y%m%d-%H%M%S')}.json")
+                        f"spotlab_start-{time.strftime('%Y%m%d-%H%M%S')}.json",
+                        help="the numbers go to this path with the suffix .json, the report "
+                        "(how it was made: command, cores, load, date, commit) with .md")
     parser.add_argument("--quiet", action="store_true", help="no lab progress lines")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.nodes < 1 or args.load < 0:
@@ -152,17 +154,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"stopped in {row['stop_s']:.1f} s (load average {row['load_average_before']}"
                   f" -> {row['load_average_after']})", flush=True)
     measured = verdict(rows, {key: getattr(args, key) for key in MEASURES})
-    print(f"spot lab start (head + {args.nodes} nodes, {args.repeats} repeats, {args.load} busy "
-          f"processes, {os.cpu_count()} CPUs):")
+    made = machine()
+    lines = [f"spot lab start (head + {args.nodes} nodes, {args.repeats} repeats, {args.load} "
+             f"busy processes, {os.cpu_count()} CPUs):"]
     for key, what in MEASURES.items():
         row = measured[key]
-        print(f"  {what:<34} median {row['median']:6.2f} s, slowest {row['max']:6.2f} s, "
-              f"target <= {row['target']:g} s: {'met' if row['met'] else 'MISSED'}")
-    write_output(args.out, json.dumps({
-        "config": config.to_dict(), "nodes": args.nodes, "repeats": args.repeats,
+        lines.append(f"  {what:<34} median {row['median']:6.2f} s, slowest {row['max']:6.2f} s, "
+                     f"target <= {row['target']:g} s: {'met' if row['met'] else 'MISSED'}")
+    print("\n".join(lines))
+    numbers, report = args.out.with_suffix(".json"), args.out.with_suffix(".md")
+    write_output(numbers, json.dumps({
+        "made": made, "config": config.to_dict(), "nodes": args.nodes, "repeats": args.repeats,
         "busy_processes": args.load, "cpus": os.cpu_count(), "rows": rows, "verdict": measured,
     }, indent=2))
-    print(f"numbers in {args.out}")
+    write_output(report, "\n\n".join([header(made), "\n".join(lines)]) + "\n")
+    print(f"numbers in {numbers}, report in {report}")
     return 0 if all(row["met"] for row in measured.values()) else 1
 
 

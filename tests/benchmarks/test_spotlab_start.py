@@ -52,6 +52,10 @@ def test_a_run_writes_its_numbers_and_fails_on_a_missed_target(tmp_path: Path) -
     assert numbers["verdict"]["replacement_join_after_delay_s"]["met"] is False
     assert "target <= 0 s: MISSED" in done.stdout
     assert not list((tmp_path / "labs").glob("*.json"))  # every lab it started is gone
+    assert numbers["made"]["cores"] == os.cpu_count() and numbers["made"]["commit"]
+    report = (tmp_path / "start.md").read_text()
+    assert report.startswith("`python -m benchmarks.spotlab_start --repeats 1")
+    assert "target <= 0 s: MISSED" in report
 
 
 @pytest.mark.subprocess
