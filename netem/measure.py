@@ -1,4 +1,5 @@
-"""measure-link: bring a lab up, stream across its site link both ways, tear it down."""
+"""measure-link: bring a lab up, stream across its site link both ways and along the on-prem
+site's shaped path to S3 both ways, tear it down."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from netem.lab import two_site_lab
+from netem.lab import LabDescription, two_site_lab
+from netem.lab.addressing import S3_LINK, S3_NAMESPACE_ROLE, S3_SERVICE_IP
 from netem.lab.lab import Progress, print_progress
+from netem.lab.netns import in_ns
 from netem.linkprobe import READY
 from netem.profile import Profile
 from vocab.burst import SITE_CLOUD, SITE_ONPREM
 from vocab.errors import RunFailed
 
 PROBE_PORT = 5201
-DIRECTIONS = ((SITE_ONPREM, SITE_CLOUD), (SITE_CLOUD, SITE_ONPREM))
+DIRECTIONS = ((SITE_ONPREM, SITE_CLOUD), (SITE_CLOUD, SITE_ONPREM),
+              (SITE_ONPREM, S3_NAMESPACE_ROLE), (S3_NAMESPACE_ROLE, SITE_ONPREM))
 
 
 class MeasurementError(RunFailed, RuntimeError):
@@ -26,7 +30,8 @@ class MeasurementError(RunFailed, RuntimeError):
 
 def measure_link(profile: Profile, out_dir: Path, *, seconds: float = 4.0,
                  progress: Progress = print_progress) -> dict[str, Any]:
-    """Measure both directions of a fresh lab's link; writes and returns link.json's content.
+    """Measure both directions of a fresh lab's link and of the on-prem path to S3; writes
+    and returns link.json's content.
 
     Rates are compared with what tc was given (the lab's shaping), not with the profile."""
     with two_site_lab(profile, progress=progress) as lab:
@@ -37,8 +42,8 @@ def measure_link(profile: Profile, out_dir: Path, *, seconds: float = 4.0,
             progress(f"measuring {direction} for {seconds:g} s "
                      f"(shaped to {shaped[direction]:g} Mbit/s)")
             measured[direction] = round(
-                stream_mbit(lab.command([], site=source), lab.command([], site=target),
-                            lab.node_ip(target), seconds), 2)
+                stream_mbit(at_part(lab, source), at_part(lab, target),
+                            address_of(lab, source, target), seconds), 2)
     link = {
         "lab": lab.kind,
         "profile": lab.profile,
@@ -51,6 +56,23 @@ def measure_link(profile: Profile, out_dir: Path, *, seconds: float = 4.0,
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "link.json").write_text(json.dumps(link, indent=2) + "\n")
     return link
+
+
+def at_part(lab: LabDescription, part: str) -> list[str]:
+    """The argv prefix that runs a command at a site, or in the S3 service's namespace."""
+    if part == S3_NAMESPACE_ROLE:
+        return in_ns(lab.namespaces[part], [])
+    return lab.command([], site=part)
+
+
+def address_of(lab: LabDescription, source: str, target: str) -> str:
+    """Where a stream from `source` to `target` is sent: the S3 service's address, the
+    on-prem end of its S3 path (from the S3 service), else the target site's first node."""
+    if target == S3_NAMESPACE_ROLE:
+        return S3_SERVICE_IP
+    if source == S3_NAMESPACE_ROLE:
+        return S3_LINK[target][1]
+    return lab.node_ip(target)
 
 
 def stream_mbit(send_at: list[str], receive_at: list[str], host: str, seconds: float,

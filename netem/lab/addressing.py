@@ -4,8 +4,10 @@ All lab addresses come from 198.18.0.0/15 (benchmarking space, never routed):
   on-prem site 198.18.0.0/24: login 198.18.0.1, HPC worker 198.18.0.2
   cloud site   198.18.1.0/24: cloud nodes 198.18.1.1, 198.18.1.2, ...
   S3 service   198.19.1.1 on the s3 namespace's loopback, reached from each site over its
-               own unshaped veth (198.19.0.0/30 on-prem side, 198.19.0.4/30 cloud side), so
-               S3 traffic never crosses the shaped on-prem <-> cloud link, as with real S3.
+               own veth (198.19.0.0/30 on-prem side, 198.19.0.4/30 cloud side): S3 traffic
+               never shares the on-prem <-> cloud link, but the bucket sits at the cloud's
+               end, as S3 in the cloud's region does: the on-prem veth is shaped as the
+               site link is, the cloud's is not (netem.lab.netns.shape_s3_path).
 Interfaces are created directly inside the lab's namespaces, so their names are fixed.
 """
 

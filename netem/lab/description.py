@@ -40,7 +40,8 @@ class LabDescription:
 
     @property
     def rate_mbit(self) -> dict[str, float]:
-        """The tbf rate applied per direction ("onprem->cloud", "cloud->onprem")."""
+        """The tbf rate applied per direction ("onprem->cloud", "cloud->onprem", and the
+        on-prem site's path to S3: "onprem->s3", "s3->onprem")."""
         return dict(self.shaping["rate_mbit"])
 
     @property

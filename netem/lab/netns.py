@@ -1,7 +1,9 @@
-"""The lab's network: three namespaces, the shaped site link and each site's path to S3."""
+"""The lab's network: three namespaces, the shaped site link and each site's path to S3
+(the on-prem one shaped as the site link: the bucket sits at the cloud's end)."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
@@ -108,7 +110,31 @@ def shape(namespaces: dict[str, str], profile: Profile, netem: bool,
             run_checked(in_ns(namespaces[site], command), f"shaping {site}")
         delay_applied = delay_applied and shaping.delay_applied
         rates[f"{site}->{peer_site(site)}"] = shaping.rate_mbit
+    rates.update(shape_s3_path(namespaces, profile, netem, progress))
     return AppliedShaping(SHAPING_METHOD, rates, delay_applied)
+
+
+def shape_s3_path(namespaces: dict[str, str], profile: Profile, netem: bool,
+                  progress: Callable[[str], None]) -> dict[str, float]:
+    """The bucket sits at the cloud's end, as S3 in the cloud's region does: the on-prem
+    site's path to it is shaped as the site link is (requests as on-prem -> cloud, downloads
+    as cloud -> on-prem); the cloud's own path stays unshaped. Returns the rates given,
+    "onprem->s3" and "s3->onprem"."""
+    site_if, site_ip, s3_if, _ = S3_LINK[SITE_ONPREM]
+    onprem_end = str(ipaddress.ip_network(f"{site_ip}/30", strict=False))
+    ends = ((namespaces[SITE_ONPREM], site_if, SITE_ONPREM, f"{S3_SERVICE_IP}/32",
+             f"{SITE_ONPREM}->{S3_NAMESPACE_ROLE}"),
+            (namespaces[S3_NAMESPACE_ROLE], s3_if, SITE_CLOUD, onprem_end,
+             f"{S3_NAMESPACE_ROLE}->{SITE_ONPREM}"))
+    rates = {}
+    for namespace, interface, as_site, peer, direction in ends:
+        shaping = shaping_commands(profile, interface, as_site, peer, netem_available=netem)
+        progress(f"shaping {direction} at {shaping.rate_mbit:g} Mbit/s (S3 in the cloud's "
+                 "region; the cloud's path to it is not shaped)")
+        for command in shaping.apply:
+            run_checked(in_ns(namespace, command), f"shaping {direction}")
+        rates[direction] = shaping.rate_mbit
+    return rates
 
 
 def _veth(ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:

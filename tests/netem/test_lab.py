@@ -52,7 +52,8 @@ def test_the_lab_has_two_shaped_sites_ray_and_s3_and_leaves_nothing() -> None:
     with two_site_lab(load_profile(bw=50)) as lab:
         lab_id = lab.lab_id
         assert lab.kind == "netns"
-        assert lab.shaping["rate_mbit"] == {"onprem->cloud": 55.0, "cloud->onprem": 55.0}
+        assert lab.shaping["rate_mbit"] == {
+        "onprem->cloud": 55.0, "cloud->onprem": 55.0, "onprem->s3": 55.0, "s3->onprem": 55.0}
         assert lab.delay_applied is False and "NOT applied" in lab.notes[0]
         assert sorted((n["labels"]["role"], n["labels"]["site"], n["resources"].get(
             "transfer_slot")) for n in lab.nodes) == [
@@ -61,7 +62,16 @@ def test_the_lab_has_two_shaped_sites_ray_and_s3_and_leaves_nothing() -> None:
             qdiscs = at_site(lab, site, "tc", "qdisc", "show", "dev", interface).stdout
             assert "tbf 20: parent 1:1 rate 55Mbit" in qdiscs
             route = at_site(lab, site, "ip", "route", "get", "198.19.1.1").stdout
-            assert "dev to-s3" in route  # S3 does not cross the shaped link
+            assert "dev to-s3" in route  # S3 does not share the site link
+        # the bucket sits at the cloud's end: on-prem's path to it is shaped, the cloud's not
+        s3_side = ["ip", "netns", "exec", lab.namespaces["s3"], "tc", "qdisc", "show", "dev"]
+        assert "rate 55Mbit" in at_site(lab, "onprem", "tc", "qdisc", "show", "dev",
+                                        "to-s3").stdout
+        assert "rate 55Mbit" in subprocess.run([*s3_side, "to-onprem"], capture_output=True,
+                                               text=True, check=True).stdout
+        assert "tbf" not in at_site(lab, "cloud", "tc", "qdisc", "show", "dev", "to-s3").stdout
+        assert "tbf" not in subprocess.run([*s3_side, "to-cloud"], capture_output=True,
+                                           text=True, check=True).stdout
         marker = Path(lab.storage["onprem"]) / "input.bin"
         marker.write_bytes(b"on-prem data")
         assert at_site(lab, "onprem", "cat", str(marker)).stdout == "on-prem data"
@@ -133,7 +143,8 @@ def test_lab_up_and_lab_down_are_separate_processes() -> None:
         procs.stop(up, grace_s=120)
     assert up.returncode == 0, err[-800:]
     lab = json.loads(out)
-    assert lab["shaping"]["rate_mbit"] == {"onprem->cloud": 106.0, "cloud->onprem": 106.0}
+    assert lab["shaping"]["rate_mbit"] == {
+        "onprem->cloud": 106.0, "cloud->onprem": 106.0, "onprem->s3": 106.0, "s3->onprem": 106.0}
     status = subprocess.run([sys.executable, "-m", "invoke", "lab-status"], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert json.loads(status.stdout)["namespaces_present"] == [

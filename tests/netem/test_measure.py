@@ -27,9 +27,10 @@ def test_measure_link_records_the_shaping_it_measured_against(tmp_path: Path) ->
     assert json.loads((tmp_path / "out" / "link.json").read_text()) == link
     assert link["lab"] == "netns"
     shaping: dict[str, Any] = link["shaping"]
-    assert shaping["rate_mbit"] == {"onprem->cloud": 55.0, "cloud->onprem": 55.0}
+    assert shaping["rate_mbit"] == {
+        "onprem->cloud": 55.0, "cloud->onprem": 55.0, "onprem->s3": 55.0, "s3->onprem": 55.0}
     assert shaping["delay_applied"] is False and "tbf" in shaping["method"]
-    for direction in ("onprem->cloud", "cloud->onprem"):
+    for direction in shaping["rate_mbit"]:
         assert 0.3 * 55 <= link["measured_mbit"][direction] <= 1.05 * 55, link
         assert link["ratio"][direction] == round(link["measured_mbit"][direction] / 55, 3)
     assert existing_namespaces() == namespaces_before
