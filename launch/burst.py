@@ -134,7 +134,8 @@ def lab_driver_argv(
             f"AWS_SECRET_ACCESS_KEY={credentials['aws_secret_access_key']}",
             f"AWS_DEFAULT_REGION={credentials['region_name']}",
         ]
-        s3 = {"bucket": LAB_BUCKET, "s3_endpoint": lab.s3_endpoint_url}
+        s3 = {"bucket": LAB_BUCKET, "s3_endpoint": lab.s3_endpoint_url,
+              "s3_link_mbit": lab.rate_mbit.get(f"s3->{SITE_ONPREM}")}
     full = full_options(
         options,
         profile,
@@ -168,6 +169,10 @@ def run_in_lab(
         hpc_cpus=lab_options.hpc_cpus,
         cloud_cpus=lab_options.cloud_cpus,
     ) as lab:
+        if options.data == "s3":  # the data is in the cloud's region before the run
+            inputs_only = replace(options, inputs_only=True)
+            run_driver(lab, lab_driver_argv(lab, inputs_only, profile, local_out), show,
+                       watch, stall_timeout_s, site=SITE_CLOUD)
         run_driver(lab, lab_driver_argv(lab, options, profile, local_out), show, watch,
                    stall_timeout_s)
         write_shaping(local_out, {"lab": lab.kind, "profile": lab.profile, **lab.shaping})
@@ -175,11 +180,11 @@ def run_in_lab(
 
 def run_driver(
     lab: LabDescription, argv: list[str], show: Show, watch: Watch | None = None,
-    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S, site: str = SITE_ONPREM,
 ) -> None:
-    """The driver at the lab's on-prem site, its output shown line by line; `watch` sees
-    every line too (the fault test kills a node on one). A driver that prints no progress
-    for `stall_timeout_s` is killed and the run is RunStalled."""
+    """The driver at the lab's on-prem site (or `site`), its output shown line by line;
+    `watch` sees every line too (the fault test kills a node on one). A driver that prints
+    no progress for `stall_timeout_s` is killed and the run is RunStalled."""
     watchdog = Watchdog(stall_timeout_s)
     failed: list[str] = []
 
@@ -191,7 +196,7 @@ def run_driver(
         if watch is not None:
             watch(line, lab)
 
-    code, _ = procs.follow(lab.command(argv), seen, timeout_s=LOCAL_RUN_TIMEOUT_S,
+    code, _ = procs.follow(lab.command(argv, site=site), seen, timeout_s=LOCAL_RUN_TIMEOUT_S,
                            stalled=lambda: watchdog.remaining_s() <= 0,
                            name="the burst driver", cwd=PROJECT_DIR)
     watchdog.check()

@@ -10,7 +10,7 @@ import random
 import pytest
 from scipy.optimize import linprog
 
-from workloads.burst.bound import cloud_bytes_curve, least_bytes, lower_bound
+from workloads.burst.bound import fetched_bytes_curve, least_bytes, lower_bound
 
 MB = 1_000_000.0
 
@@ -107,7 +107,7 @@ def test_a_slower_or_faster_cloud_equals_the_linear_program(seed: int) -> None:
     factor = rng.choice([0.5, 0.8, 1.25, 2.0])
     onprem, cloud = rng.randint(1, 3), rng.randint(1, 3)
     bandwidth = rng.choice([None, 1 * MB, 5 * MB])
-    bound = lower_bound(tasks, onprem, cloud, bandwidth, cloud_factor=factor)
+    bound = lower_bound(tasks, onprem, cloud, bandwidth, fetching_factor=factor)
     assert bound == pytest.approx(
         relaxation_by_lp(tasks, onprem, cloud, bandwidth, factor), rel=1e-6)
 
@@ -115,12 +115,12 @@ def test_a_slower_or_faster_cloud_equals_the_linear_program(seed: int) -> None:
 def test_by_hand_a_cloud_twice_as_slow() -> None:
     # six 1 s tasks, one slot each side, free link: x s (on-prem seconds) to the cloud takes
     # 2x there; 6 - x = 2x -> x = 2, 4 s
-    assert lower_bound([(1.0, 0.0)] * 6, 1, 1, None, cloud_factor=2.0) == pytest.approx(4.0)
+    assert lower_bound([(1.0, 0.0)] * 6, 1, 1, None, fetching_factor=2.0) == pytest.approx(4.0)
 
 
 def test_the_bytes_curve_by_hand_interpolated_and_capped_at_every_task_sent() -> None:
     # by bytes per compute second: 1 MB/s (2 s), then 3 MB/s (1 s), the 0 s task last
-    points = cloud_bytes_curve([(1.0, 3 * MB), (0.0, 50 * MB), (2.0, 2 * MB)])
+    points = fetched_bytes_curve([(1.0, 3 * MB), (0.0, 50 * MB), (2.0, 2 * MB)])
     assert points == [(0.0, 0.0), (2.0, 2 * MB), (3.0, 5 * MB), (3.0, 55 * MB)]
     assert least_bytes(points, 1.0) == pytest.approx(1 * MB)
     assert least_bytes(points, 2.5) == pytest.approx(3.5 * MB)

@@ -8,6 +8,7 @@ from workloads.burst.bound import lower_bound
 from workloads.burst.scheduling.policy import (
     INITIAL_SPEED,
     MAX_PENDING,
+    STAGE_AHEAD_BYTES,
     DataAwarePolicy,
     DecayedRate,
     Job,
@@ -288,7 +289,8 @@ def test_a_free_cloud_slot_takes_an_hpc_job_only_when_it_finishes_it_sooner() ->
         policy.assign(job, "hpc")
     # hpc: h0 done at 1, h1 at 2, h2 at 3; cloud: 1 s transfer + 1 s compute = 2: h2 gains 1 s
     assert policy.take_over("cloud", now=0.0) == (jobs[2], "hpc")
-    assert policy.nodes["cloud"].next_to_move() is jobs[2]  # its data must move first
+    # its data must move first
+    assert policy.nodes["cloud"].next_to_move(STAGE_AHEAD_BYTES) is jobs[2]
     alone = warmed_pair()
     alone.assign(Job("only", 1 * MB), "hpc")  # done at 1 on hpc, at 2 in the cloud: stays
     assert alone.take_over("cloud", now=0.0) is None
@@ -302,3 +304,22 @@ def test_a_busy_node_takes_nothing_over() -> None:
     for i in range(3):
         policy.assign(Job(f"c{i}", 2 * MB), "cloud")
     assert policy.take_over("hpc", now=0.0) is None
+
+
+def test_a_node_stages_ahead_only_within_its_budget_and_always_its_next_input() -> None:
+    policy = DataAwarePolicy(stage_ahead_bytes=5 * MB)
+    policy.add_node("onprem", slots=1, needs_transfer=True)  # s3: every node fetches
+    jobs = [Job("big", 8 * MB), Job("a", 2 * MB), Job("b", 2 * MB), Job("c", 2 * MB)]
+    for job in jobs:
+        policy.assign(job, "onprem")
+    assert policy.next_transfer("onprem", now=0.0) is jobs[0]  # over the budget, held nothing
+    assert policy.next_transfer("onprem", now=0.1) is None  # one transfer at a time
+    policy.transfer_done("onprem", jobs[0], seconds=1.0)
+    assert policy.next_transfer("onprem", now=1.0) is None  # 8 MB held: nothing more
+    assert policy.next_compute("onprem") is jobs[0]
+    policy.started("onprem", jobs[0], now=1.0)  # computing: no longer held ahead
+    assert policy.next_transfer("onprem", now=1.0) is jobs[1]
+    policy.transfer_done("onprem", jobs[1], seconds=0.2)
+    assert policy.next_transfer("onprem", now=1.2) is jobs[2]  # 2 + 2 MB within 5
+    policy.transfer_done("onprem", jobs[2], seconds=0.2)
+    assert policy.next_transfer("onprem", now=1.4) is None  # 4 + 2 MB would exceed it

@@ -15,7 +15,7 @@ from workloads.burst.figures import makespan_plot
 from workloads.burst.inputs import TaskSpec
 from workloads.burst.options import BurstOptions
 from workloads.burst.scheduling.base import RunResult
-from workloads.burst.summary import format_table, summarize
+from workloads.burst.summary import common_bound, format_table, summarize
 
 MB = 1_000_000
 WORKERS = [NodeInfo("hpc-id", "onprem", "hpc", 2, "198.18.0.2"),
@@ -111,3 +111,21 @@ def test_the_bound_pools_every_pass_and_the_default_runs_tasks_by_their_mean() -
     assert pooled.compute_cpu_s == {"onprem": pytest.approx((1.8 * 2 + 4.5 * 2) / 4),
                                     "cloud": 4.5}
     assert pooled.to_dict()["runs"] == ["default"]
+
+
+def test_the_fetching_site_pays_the_link_on_prem_for_s3_the_cloud_for_nfs() -> None:
+    """Six 1 s tasks of 1 MB; two on-prem slots, one cloud slot, 1 MB/s on the shaped path.
+    nfs: the cloud fetches, x tasks there: max((6 - x) / 2, x, x) is least at x = 2: 2 s.
+    s3: on-prem fetches (the bucket sits at the cloud's end), x tasks there:
+    max(6 - x, x / 2, x) is least at x = 3: 3 s. An unshaped path charges nothing: 2 s."""
+    workers = [NodeInfo("hpc-id", "onprem", "hpc", 2, "198.18.0.2"),
+               NodeInfo("cloud-id", "cloud", "cloud", 1, "198.18.1.1")]
+    tasks = [TaskSpec(f"t{i}", i, (f"f{i}",), MB) for i in range(6)]
+    calibration = Calibration(("t0",), {"onprem": [1.0], "cloud": [1.0]}, {})
+    nfs = BurstOptions(lab="netns", bandwidth_mbit=8.0)
+    s3 = BurstOptions(lab="netns", bandwidth_mbit=80.0, data="s3", bucket="b",
+                      s3_link_mbit=8.0)
+    unshaped = BurstOptions(lab="netns", bandwidth_mbit=8.0, data="s3", bucket="b")
+    bound = {name: common_bound(config, tasks, calibration, workers, 1)
+             for name, config in (("nfs", nfs), ("s3", s3), ("unshaped", unshaped))}
+    assert bound == pytest.approx({"nfs": 2.0, "s3": 3.0, "unshaped": 2.0})

@@ -8,7 +8,7 @@ import sys
 from ray.exceptions import RayTaskError
 
 from vocab.errors import FAILED_PREFIX
-from workloads.burst.experiment import run_experiment
+from workloads.burst.experiment import data_source, run_experiment, write_inputs
 from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.burst.work import TaskFunctionError
 from workloads.common.options import OptionError, fail
@@ -28,6 +28,10 @@ def run(options: BurstOptions) -> int:
     The user's task function failing on an input ends the run: its traceback, then one line
     `error: ...` naming the input and the error (the launcher shows that line), exit 1."""
     env = worker_env() if options.s3_endpoint else {}
+    if options.inputs_only:
+        say = lambda line: print(line, flush=True)  # noqa: E731
+        write_inputs(options, data_source(options), say)
+        return 0
     try:
         with ray_session(runtime_env={"env_vars": env} if env else None):
             run_experiment(options, lambda line: print(line, flush=True))

@@ -1,13 +1,17 @@
 """The perfect-overlap lower bound on a makespan (reference): no schedule beats
-min over the set S of tasks run in the cloud of
-max(compute(not S) / on-prem capacity, compute(S) / cloud capacity, bytes(S) / bandwidth).
+min over the set S of tasks run at the fetching site of
+max(compute(not S) / in-place capacity, compute(S) / fetching capacity, bytes(S) / bandwidth).
+
+The in-place site reads the inputs where they are; the fetching site's inputs cross the
+shaped path: with nfs the cloud fetches (the inputs are on-prem), with s3 on-prem does (the
+bucket sits at the cloud's end; workloads.burst.summary.fetching_site).
 
 The minimum is taken over fractional sets (a task may be split), which can only lower it, so
-the result stays a valid bound; it is then exact to solve: for any amount of cloud compute,
-the fewest bytes come from the tasks with the most compute per byte.
+the result stays a valid bound; it is then exact to solve: for any amount of compute at the
+fetching site, the fewest bytes come from the tasks with the most compute per byte.
 
-compute(S) in the cloud may take longer or shorter than on-prem: `cloud_factor` is the cloud's
-compute time per on-prem compute second (one factor for every task, as measured per site by
+A task may take longer or shorter at the fetching site: `fetching_factor` is its compute
+time there per in-place compute second (one factor for every task, as measured per site by
 the calibration), so the order of the tasks by bytes per compute second stays the same.
 """
 
@@ -18,8 +22,9 @@ from collections.abc import Sequence
 ITERATIONS = 100
 
 
-def cloud_bytes_curve(tasks: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Breakpoints (cloud compute, least bytes) taking tasks by bytes per compute second."""
+def fetched_bytes_curve(tasks: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Breakpoints (fetching-site compute, least bytes) taking tasks by bytes per compute
+    second."""
     ordered = sorted(tasks, key=lambda t: t[1] / t[0] if t[0] > 0 else float("inf"))
     points = [(0.0, 0.0)]
     for compute_s, nbytes in ordered:
@@ -37,29 +42,30 @@ def least_bytes(points: list[tuple[float, float]], compute: float) -> float:
 
 def lower_bound(
     tasks: Sequence[tuple[float, float]],
-    onprem_slots: int,
-    cloud_slots: int,
+    in_place_slots: int,
+    fetching_slots: int,
     bandwidth_bytes_s: float | None,
-    cloud_factor: float = 1.0,
+    fetching_factor: float = 1.0,
 ) -> float:
-    """tasks: (on-prem compute seconds, bytes) each; bandwidth None means the link costs
-    nothing; a task computes in cloud_factor times its on-prem seconds in the cloud."""
+    """tasks: (in-place compute seconds, bytes) each; bandwidth None means the fetch costs
+    nothing; a task computes in fetching_factor times its in-place seconds at the fetching
+    site."""
     total = sum(c for c, _ in tasks)
-    if cloud_slots <= 0:
-        return total / onprem_slots
-    points = cloud_bytes_curve(tasks)
+    if fetching_slots <= 0:
+        return total / in_place_slots
+    points = fetched_bytes_curve(tasks)
 
-    def cloud_side(x: float) -> float:
+    def fetching_side(x: float) -> float:
         link = 0.0 if not bandwidth_bytes_s else least_bytes(points, x) / bandwidth_bytes_s
-        return max(x * cloud_factor / cloud_slots, link)
+        return max(x * fetching_factor / fetching_slots, link)
 
-    if onprem_slots <= 0:
-        return cloud_side(total)
+    if in_place_slots <= 0:
+        return fetching_side(total)
     low, high = 0.0, total
     for _ in range(ITERATIONS):
         middle = (low + high) / 2
-        if (total - middle) / onprem_slots > cloud_side(middle):
+        if (total - middle) / in_place_slots > fetching_side(middle):
             low = middle
         else:
             high = middle
-    return max((total - high) / onprem_slots, cloud_side(high))
+    return max((total - high) / in_place_slots, fetching_side(high))

@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from vocab.burst import SITE_ONPREM
 from workloads.burst.inputs import TaskSpec
-from workloads.common.storage import Storage, open_storage, write_atomically
+from workloads.common.storage import Storage, open_storage, reused_storage, write_atomically
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class DataSource:
     endpoint_url: str | None = None
 
     def storage(self) -> Storage:
-        return open_storage(self.uri, self.endpoint_url)
+        """This process's one client of the data (see reused_storage)."""
+        return reused_storage(self.uri, self.endpoint_url)
 
     def visible_at(self, site: str) -> bool:
         """Whether a node at `site` reads the inputs in place (no move needed)."""

@@ -18,7 +18,7 @@ from workloads.burst.cluster import NodeInfo, alive_nodes, head_node, task_cpus
 from workloads.burst.cpu import CpuMeter, parse_site_namespaces, site_meter
 from workloads.burst.data import DataSource, RunContext
 from workloads.burst.inputs import TaskSpec, ensure_inputs, ensure_own_inputs, own_location
-from workloads.burst.options import OWN, BurstOptions
+from workloads.burst.options import MB, OWN, BurstOptions
 from workloads.burst.scheduling.base import RunResult, RunSetup, Say, Scheduler
 from workloads.burst.scheduling.data_aware import DataAwareScheduler
 from workloads.burst.scheduling.default import DefaultScheduler
@@ -59,14 +59,24 @@ def _ensure_bucket(bucket: str, endpoint_url: str) -> None:
         client.create_bucket(Bucket=bucket)
 
 
-def warm_workers(workers: dict[str, NodeInfo], cpus: int) -> None:
-    """Start a worker process for each task shape on every node (see work.warm_up)."""
+def write_inputs(config: BurstOptions, source: DataSource, say: Say) -> list[TaskSpec]:
+    """The run's tasks, their inputs written to the data location unless already there."""
+    if config.kind == OWN and config.inputs is not None:
+        return ensure_own_inputs(config.inputs, source.storage(), say)
+    cache = None if config.inputs_cache is None else Path(config.inputs_cache)
+    return ensure_inputs(config, source.storage(), say, cache)
+
+
+def warm_workers(workers: dict[str, NodeInfo], cpus: int, source: DataSource) -> None:
+    """Start a worker process for each task shape on every node, with its client of the
+    data (see work.warm_up)."""
     refs = []
     for node_id in workers:
         pinned = NodeAffinitySchedulingStrategy(node_id, soft=False)
-        refs.append(warm_up.options(num_cpus=cpus, scheduling_strategy=pinned).remote())
+        refs.append(warm_up.options(num_cpus=cpus, scheduling_strategy=pinned).remote(source))
         refs.append(
-            warm_up.options(resources={TRANSFER_RESOURCE: 1}, scheduling_strategy=pinned).remote()
+            warm_up.options(resources={TRANSFER_RESOURCE: 1}, scheduling_strategy=pinned).remote(
+                source)
         )
     ray.get(refs)
 
@@ -76,7 +86,7 @@ def run_setup(
     name: str, config: BurstOptions, source: DataSource, nodes: list[NodeInfo], cpus: int
 ) -> Iterator[RunSetup]:
     """What one run (or the calibration) needs: a staging folder of its own, warm workers
-    and, for param-server, its own parameter server on the head (removed after)."""
+    and, for param-server, its own parameter server on the head, started (removed after)."""
     head = head_node(nodes)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     context = RunContext(
@@ -95,12 +105,14 @@ def run_setup(
                 "max_concurrency": 64,
             },
         )
+        ray.get(server.stats.remote())  # started before the run's clock, as the workers are
     workers = {n.node_id: n for n in nodes if n.is_worker}
-    warm_workers(workers, cpus)
+    warm_workers(workers, cpus, source)
     script = None if config.script is None else place(config.script)
     workload = Workload(config.kind, config.seed, server, script, config.function)
     try:
-        yield RunSetup(context, workload, workers, cpus)
+        yield RunSetup(context, workload, workers, cpus,
+                       stage_ahead_bytes=config.stage_ahead_mb * MB)
     finally:
         if server is not None:
             ray.kill(server)
@@ -160,11 +172,7 @@ def run_experiment(config: BurstOptions, say: Say = print) -> Storage:
     if site_cpus:
         say("CPUs per site: " + ", ".join(f"{site} {cpu_list(ids)}"
                                           for site, ids in site_cpus.items()))
-    if config.kind == OWN and config.inputs is not None:
-        tasks = ensure_own_inputs(config.inputs, source.storage(), say)
-    else:
-        cache = None if config.inputs_cache is None else Path(config.inputs_cache)
-        tasks = ensure_inputs(config, source.storage(), say, cache)
+    tasks = write_inputs(config, source, say)
     results: dict[str, RunResult] = {}
     extras: dict[str, dict[str, Any]] = {}
     passes = []

@@ -10,6 +10,7 @@ from typing import Any
 
 from vocab.names import NAME, shown
 from workloads.burst.cpu import parse_site_namespaces
+from workloads.burst.scheduling.policy import STAGE_AHEAD_BYTES
 from workloads.common.options import OptionError, OptionSpec, check_fields, option
 
 WORKLOADS = ("image", "param-server")
@@ -20,6 +21,7 @@ SHAPED_LABS = ("netns", "aws")
 """Where the launcher shaped the site link to --bandwidth-mbit (tc); elsewhere nothing was."""
 SIZES = "sized for a few minutes at 30 Mbit/s"
 MAX_SIDE = 8192
+MB = 1 << 20
 GB = 1 << 30
 MAX_INPUT_PIXEL_BYTES = 16 * GB
 """Inputs are generated on the HPC site's disk and cross the shaped link: 16 GB is hours."""
@@ -85,6 +87,13 @@ class BurstOptions:
     task_cpus: int | None = option(
         None, "CPUs each task reserves (not set: the smallest worker node's CPUs)", minimum=1
     )
+    stage_ahead_mb: int = option(
+        STAGE_AHEAD_BYTES // MB,
+        "data-aware: the most input data (MB) a node holds staged ahead of its compute, "
+        "while it computes; its next task's input always moves",
+        minimum=1,
+        maximum=1 << 20,
+    )
     s3_prefix: str = option("burst-inputs", "s3: key prefix of the inputs (names joined by "
                             f"'/', each {NAME.rule})")
     inputs_cache: str | None = option(
@@ -119,11 +128,21 @@ class BurstOptions:
     bandwidth_mbit: float | None = option(
         None, "the cross-site link rate (Mbit/s), for the lower bound", above=0.0, launcher=True
     )
+    s3_link_mbit: float | None = option(
+        None, "s3: the rate (Mbit/s) the on-prem site's path to the bucket was shaped to (the "
+        "bucket sits at the cloud's end), for the lower bound; not set: not shaped",
+        above=0.0, launcher=True,
+    )
     profile: str = option("none", "the bandwidth profile's name", launcher=True)
     profile_file: Path | None = option(None, "the profile file (provenance)", launcher=True)
     out: str | None = option(None, "results folder or s3://bucket/prefix", launcher=True)
     results_to_log: bool = option(
         False, "also print the results as one line of the log", launcher=True
+    )
+    inputs_only: bool = option(
+        False, "write the inputs to the data location and exit (the lab writes a bucket's "
+        "inputs from the cloud site before the run: the data is in the cloud's region)",
+        launcher=True,
     )
     target: str = option("local", "label of the target (provenance)", launcher=True)
     site_netns: tuple[str, ...] | None = option(

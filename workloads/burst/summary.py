@@ -26,11 +26,39 @@ def shaped_mbit(config: BurstOptions) -> float | None:
     return config.bandwidth_mbit if config.lab in SHAPED_LABS else None
 
 
+def fetching_site(config: BurstOptions) -> str:
+    """The site whose tasks' inputs cross the shaped link: nfs, the cloud (the inputs are
+    on-prem); s3, on-prem (the bucket sits at the cloud's end; the cloud's fetch costs
+    nothing the bound counts)."""
+    return SITE_CLOUD if config.data == "nfs" else SITE_ONPREM
+
+
+def link_mbit(config: BurstOptions) -> float | None:
+    """The rate the fetching site's inputs cross: the site link (nfs) or the on-prem path to
+    the bucket (s3), as shaped; None where nothing shaped it."""
+    return shaped_mbit(config) if config.data == "nfs" else config.s3_link_mbit
+
+
 def link_bytes_s(config: BurstOptions) -> float | None:
-    """What the bound charges for moving a byte to the cloud: nothing for s3 (each site
-    downloads on its own path) or an unshaped link."""
-    rate = shaped_mbit(config)
-    return rate * 1e6 / 8 if config.data == "nfs" and rate else None
+    """What the bound charges for moving a byte to the fetching site: nothing on an unshaped
+    path."""
+    rate = link_mbit(config)
+    return rate * 1e6 / 8 if rate else None
+
+
+def site_bound(
+    config: BurstOptions,
+    tasks: list[tuple[float, float]],
+    slots: dict[str, int],
+    fetching_factor: float,
+) -> float:
+    """lower_bound with the site that reads in place as its own and the fetching site as
+    the one across the link: `tasks` are (compute seconds at the in-place site, bytes),
+    `fetching_factor` the fetching site's compute time per in-place second."""
+    fetching = fetching_site(config)
+    in_place = SITE_ONPREM if fetching == SITE_CLOUD else SITE_CLOUD
+    return lower_bound(tasks, slots[in_place], slots[fetching], link_bytes_s(config),
+                       fetching_factor=fetching_factor)
 
 
 def site_slots(workers: list[NodeInfo], task_cpus: int) -> dict[str, int]:
@@ -46,18 +74,17 @@ def common_bound(
     task_cpus: int,
 ) -> float:
     """The bound for every scheduler: calibrated compute per task per site (a site without a
-    worker takes the other's), each task's bytes, the shaped link."""
+    worker takes the other's), each task's bytes, the shaped path the fetching site's
+    inputs cross (the cheapest feasible fetch: the other site reads in place, or, for s3,
+    the cloud downloads in its region)."""
     compute = calibration.compute_s
     onprem = compute.get(SITE_ONPREM, compute.get(SITE_CLOUD, 0.0))
     cloud = compute.get(SITE_CLOUD, onprem)
-    slots = site_slots(workers, task_cpus)
-    return lower_bound(
-        [(onprem, float(t.nbytes)) for t in tasks],
-        slots[SITE_ONPREM],
-        slots[SITE_CLOUD],
-        link_bytes_s(config),
-        cloud_factor=cloud / onprem if onprem > 0 else 1.0,
-    )
+    fetching = fetching_site(config)
+    in_place, across = (onprem, cloud) if fetching == SITE_CLOUD else (cloud, onprem)
+    return site_bound(config, [(in_place, float(t.nbytes)) for t in tasks],
+                      site_slots(workers, task_cpus),
+                      across / in_place if in_place > 0 else 1.0)
 
 
 def own_compute_bound(
@@ -70,13 +97,8 @@ def own_compute_bound(
     """Diagnostic: the bound from this run's own measured compute time of each task (a
     scheduler that slows its tasks raises it)."""
     seconds = {r["task"]: r["compute_end"] - r["compute_start"] for r in result.records}
-    slots = site_slots(workers, task_cpus)
-    return lower_bound(
-        [(seconds[t.name], float(t.nbytes)) for t in tasks],
-        slots[SITE_ONPREM],
-        slots[SITE_CLOUD],
-        link_bytes_s(config),
-    )
+    return site_bound(config, [(seconds[t.name], float(t.nbytes)) for t in tasks],
+                      site_slots(workers, task_cpus), 1.0)
 
 
 def compute_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,7 +206,8 @@ def summarize(
         "bound": {
             "compute_s": calibration.to_dict()["compute_s"],
             "compute_cpu_s": calibration.to_dict()["compute_cpu_s"],
-            "link_mbit": rate if link_bytes_s(config) else None,
+            "link_mbit": link_mbit(config),  # null: the bound charges no fetch
+            "fetching_site": fetching_site(config) if link_mbit(config) else None,
             "slots": site_slots(workers, task_cpus),
             "calibration": calibration.to_dict(),
         },

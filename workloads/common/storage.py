@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -186,6 +187,14 @@ def open_storage(uri: str, endpoint_url: str | None = None) -> Storage:
     if parsed.scheme not in ("", "file"):
         raise UserError(f"storage URI {uri!r}: scheme {parsed.scheme!r} is not s3 or a path")
     return LocalStorage(Path(parsed.path if parsed.scheme == "file" else uri))
+
+
+@functools.lru_cache(maxsize=8)
+def reused_storage(uri: str, endpoint_url: str | None = None) -> Storage:
+    """open_storage, once per process for each (uri, endpoint): a worker that moves many
+    files keeps one S3 client and its connections (making a boto3 client costs tens of ms of
+    CPU, taken from the compute beside it)."""
+    return open_storage(uri, endpoint_url)
 
 
 def copy_all(source: Storage, destination: Storage) -> list[str]:

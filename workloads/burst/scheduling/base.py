@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from workloads.burst.cluster import NodeInfo
 from workloads.burst.data import RunContext
 from workloads.burst.inputs import TaskSpec
+from workloads.burst.scheduling.policy import STAGE_AHEAD_BYTES
 from workloads.burst.work import Workload
 
 MAX_ATTEMPTS = 4
@@ -45,6 +46,7 @@ class RunSetup:
     workload: Workload
     nodes: dict[str, NodeInfo]  # the worker nodes by id
     task_cpus: int
+    stage_ahead_bytes: int = STAGE_AHEAD_BYTES  # data-aware: staged ahead per node, at most
 
 
 class Scheduler(Protocol):

@@ -59,7 +59,7 @@ class _Controller:
         self.attempts = {task.name: 1 for task in tasks}
         self.transfers: dict[str, dict[str, Any]] = {}
         self.in_flight: dict[ray.ObjectRef, Flight] = {}
-        self.policy = DataAwarePolicy()
+        self.policy = DataAwarePolicy(stage_ahead_bytes=setup.stage_ahead_bytes)
         for node in setup.nodes.values():
             self.policy.add_node(
                 node.node_id,

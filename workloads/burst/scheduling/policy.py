@@ -1,5 +1,6 @@
 """The data-aware placement policy, pure (no Ray): learned per-node speed, earliest-finish
-placement, a cap on tasks pending per node, one transfer at a time per node, and at the tail
+placement, a cap on tasks pending per node, one transfer at a time per node within a budget
+of bytes staged ahead of its compute (its next task's data always moves), and at the tail
 (every task placed) a node left with a free slot and nothing pending takes over the pending
 task elsewhere that it would finish soonest before its node would: early placement commits
 up to MAX_PENDING tasks per node on estimates, and the last ones are where a wrong estimate
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 DECAY = 0.2
 INITIAL_SPEED = 1000.0  # bytes per ms
 MAX_PENDING = 5
+STAGE_AHEAD_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -99,18 +101,27 @@ class NodeModel:
             finishes.append(free[0])
         return finishes
 
-    def next_to_move(self) -> Job | None:
-        """The first pending job whose data is neither here nor moving here."""
-        return next((p for p in self.pending if p.name not in self.staged
-                     and p is not self.moving), None)
+    def next_to_move(self, budget: float) -> Job | None:
+        """The first pending job whose data is neither here nor moving here, if it fits the
+        budget of bytes held ahead of compute here (staged or moving); the first such job
+        moves whatever its size when nothing is held."""
+        job = next((p for p in self.pending if p.name not in self.staged
+                    and p is not self.moving), None)
+        held = sum(p.complexity for p in self.pending
+                   if p.name in self.staged and self.needs_transfer)
+        if job is None or (held > 0 and held + job.complexity > budget):
+            return None
+        return job
 
 
 class DataAwarePolicy:
     """Placement decisions and the per-node state they rest on."""
 
-    def __init__(self, max_pending: int = MAX_PENDING) -> None:
+    def __init__(self, max_pending: int = MAX_PENDING,
+                 stage_ahead_bytes: float = STAGE_AHEAD_BYTES) -> None:
         self.nodes: dict[str, NodeModel] = {}
         self.max_pending = max_pending
+        self.stage_ahead_bytes = stage_ahead_bytes
 
     def add_node(self, node_id: str, slots: int, needs_transfer: bool) -> None:
         self.nodes[node_id] = NodeModel(node_id, slots, needs_transfer)
@@ -163,7 +174,7 @@ class DataAwarePolicy:
         node = self.nodes[node_id]
         if node.moving is not None:
             return None
-        job = node.next_to_move()
+        job = node.next_to_move(self.stage_ahead_bytes)
         if job is not None:
             node.moving, node.transfer_started = job, now
         return job
