@@ -26,13 +26,14 @@ def run(makespan: float, compute: float, cpu: float, idle: float,
 
 
 def summary(workload: str, bw: float, default_s: float, aware_s: float, bound_s: float,
-            aware_compute: float = 2.0) -> dict[str, Any]:
+            aware_compute: float = 2.0, data: str = "nfs") -> dict[str, Any]:
     default = run(default_s, 2.0, 40.0, 3.0, 10)
     aware = run(aware_s, aware_compute, 44.0, 1.0, 12)
     default["makespan_over_bound"] = round(default_s / bound_s, 3)
     aware["makespan_over_bound"] = round(aware_s / bound_s, 3)
     return {
         "workload": workload,
+        "data": data,
         "bandwidth_mbit": bw,
         "lower_bound_s": bound_s,
         "speedup": round(default_s / aware_s, 3),
@@ -52,30 +53,47 @@ def test_repeats_are_grouped_per_case_and_checked_on_their_medians() -> None:
         case_row(summary("image", 106.0, 29.0, 31.0, 28.0, aware_compute=2.4)),  # slower
     ]
     table = aggregate(rows)
-    assert [(c["workload"], c["bandwidth_mbit"], c["repeats"]) for c in table] == [
-        ("image", 106.0, 3), ("param-server", 31.0, 3)
+    assert [(c["workload"], c["data"], c["bandwidth_mbit"], c["repeats"]) for c in table] == [
+        ("image", "nfs", 106.0, 3), ("param-server", "nfs", 31.0, 3)
     ]
     image, server = table
     assert image["within"] and not image["not_slower"] and not image["compute_within"]
     assert not server["within"] and server["not_slower"] and server["compute_within"]
     assert [t.name for t in targets(table) if not t.met] == [
-        "image at 106 Mbit/s: speedup",
-        "image at 106 Mbit/s: data-aware / default mean compute",
-        "param-server at 31 Mbit/s: data-aware / bound",
+        "image / nfs at 106 Mbit/s: speedup",
+        "image / nfs at 106 Mbit/s: data-aware / default mean compute",
+        "param-server / nfs at 31 Mbit/s: data-aware / bound",
     ]
     assert image["slower_repeats"][0] == (
         "data-aware 1.0 s slower; its tasks computed +20 % (2.40 s vs 2.00 s); slots idle "
         "onprem 1.0 s vs 3.0 s, cloud 1.0 s vs 3.0 s; tasks on the cloud 12 vs 10; default "
         "itself 1.04x the bound")
     lines = markdown(table).splitlines()
-    assert lines[3].startswith("| param-server | 31 | 3 | 30.0 (30.0–30.0) | 24.0 (22.0–24.0) |")
-    assert lines[3].endswith("| no | yes | yes |")
+    assert lines[3].startswith(
+        "| param-server | nfs | 31 | 3 | 30.0 (30.0–30.0) | 24.0 (22.0–24.0) |")
+    assert lines[3].endswith("| no (≤ 1.15) | yes (≥ 1) | yes |")
     assert lines[5].startswith("Where the CPU went")
     # CPU: scheduler 4.0 vs 4.4 s, on-prem 40 vs 44 s, cloud 20 vs 22 s
-    assert lines[9].startswith("| image | 106 | 3 | 1.00 (1.00–1.00) | 4.0 (4.0–4.0) | "
+    assert lines[9].startswith("| image | nfs | 106 | 3 | 1.00 (1.00–1.00) | 4.0 (4.0–4.0) | "
                                "4.4 (4.4–4.4) | 40 (40–40) | 44 (44–44) | 20 (20–20) |")
     assert "Repeats in which data-aware was slower than default:" in lines
-    assert len([line for line in lines if line.startswith("- image at 106 Mbit/s:")]) == 2
+    assert len([line for line in lines if line.startswith("- image / nfs at 106 Mbit/s:")]) == 2
+
+
+def test_s3_cases_are_held_to_their_own_targets_beside_nfs() -> None:
+    """The same numbers meet nfs's targets (1.15x the bound, not slower) and miss s3's
+    (1.10x the bound, 1.10x faster than default)."""
+    rows = [case_row(summary("image", 31.0, 24.0, 22.6, 20.0, data=data))
+            for data in ("s3", "nfs") for _ in range(3)]
+    nfs, s3 = aggregate(rows)
+    assert (nfs["data"], s3["data"]) == ("nfs", "s3")
+    assert nfs["within"] and nfs["not_slower"]
+    assert not s3["within"] and not s3["not_slower"]
+    assert [t.name for t in targets([nfs, s3]) if not t.met] == [
+        "image / s3 at 31 Mbit/s: data-aware / bound",
+        "image / s3 at 31 Mbit/s: speedup",
+    ]
+    assert "| image | s3 | 31 | 3 |" in markdown([nfs, s3])
 
 
 @pytest.mark.subprocess  # the report names the git commit
@@ -83,7 +101,7 @@ def test_a_missed_target_exits_1_and_a_met_one_0(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for repeat, aware_s in enumerate((22.0, 21.0, 23.0), 1):
-        folder = tmp_path / f"param-server-30-r{repeat}"
+        folder = tmp_path / f"param-server-nfs-30-r{repeat}"
         folder.mkdir()
         good = summary("param-server", 31.0, 30.0, aware_s, 20.0)
         (folder / "summary.json").write_text(json.dumps(good))
@@ -94,14 +112,14 @@ def test_a_missed_target_exits_1_and_a_met_one_0(
     written = json.loads((tmp_path / "table.json").read_text())
     assert written["cases"][0]["load"] == [1.5, 1.5, 1.5]
     assert written["made"]["cores"] and all(t["met"] for t in written["targets"])
-    assert (tmp_path / "table.md").read_text().count("| param-server | 31 |") == 2  # 2 tables
+    assert (tmp_path / "table.md").read_text().count("| param-server | nfs | 31 |") == 2
     assert (tmp_path / "speedup.png").stat().st_size > 1000
-    folder = tmp_path / "image-100-r1"
+    folder = tmp_path / "image-nfs-100-r1"
     folder.mkdir()
     (folder / "summary.json").write_text(json.dumps(summary("image", 106.0, 29.0, 35.0, 28.0)))
     capsys.readouterr()
     assert main() == 1
-    assert "MISSED image at 106 Mbit/s: data-aware / bound: 1.250 (target ≤ 1.15)" in (
+    assert "MISSED image / nfs at 106 Mbit/s: data-aware / bound: 1.250 (target ≤ 1.15)" in (
         capsys.readouterr().out)
 
 
@@ -151,9 +169,9 @@ def test_a_task_files_repeats_are_held_to_the_functions_own_results(tmp_path: Pa
     assert case["workload"] == "own" and case["within"]  # the bound is shown, not targeted
     checked = {t.name: t.met for t in targets([case])}
     assert checked == {
-        "own at 31 Mbit/s: repeats whose results equal the function's here": False,
-        "own at 31 Mbit/s: speedup": True,
-        "own at 31 Mbit/s: data-aware / default mean compute": True,
+        "own / nfs at 31 Mbit/s: repeats whose results equal the function's here": False,
+        "own / nfs at 31 Mbit/s: speedup": True,
+        "own / nfs at 31 Mbit/s: data-aware / default mean compute": True,
     }
 
 
@@ -164,6 +182,7 @@ def test_a_task_file_and_the_built_in_workloads_are_one_or_the_other(
         (["--script", str(EXAMPLE), "--workload", "image"], "--workload: the built-in"),
         (["--inputs", str(tmp_path)], "--inputs/--function: give --script too"),
         (["--workload", "own"], "expected image and/or param-server, got 'own'"),
+        (["--data", "nfs,efs"], "--data: expected nfs and/or s3, got 'efs'"),
         (["--script", str(EXAMPLE), "--function", "nope", "--inputs", str(tmp_path)],
          "no entry"),
         (["--script", str(EXAMPLE), "--function", "nope", "--inputs", str(EXAMPLE.parent)],
