@@ -29,8 +29,7 @@ def run(options: BurstOptions) -> int:
     `error: ...` naming the input and the error (the launcher shows that line), exit 1."""
     env = worker_env() if options.s3_endpoint else {}
     if options.inputs_only:
-        say = lambda line: print(line, flush=True)  # noqa: E731
-        write_inputs(options, data_source(options), say)
+        write_inputs(options, data_source(options), lambda line: print(line, flush=True))
         return 0
     try:
         with ray_session(runtime_env={"env_vars": env} if env else None):
