@@ -454,8 +454,9 @@ def lab_status(c: Context, options: LabIdOptions) -> None:
 
 @cli_task(MEASURE_LINK_SPEC)
 def measure_link(c: Context, options: MeasureLinkOptions) -> None:
-    """Bring a two-site lab up, measure its shaped link and on-prem's path to S3 both ways,
-    and tear it down."""
+    """Bring a two-site lab up, measure its shaped paths both ways, and tear it down.
+
+    The shaped paths: the site link, and the on-prem site's path to S3."""
     from launch.lab import measure
 
     folder, table = measure(options)
