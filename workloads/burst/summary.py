@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from vocab.burst import SITE_CLOUD, SITE_ONPREM
+from vocab.burst import SITE_CLOUD, SITE_ONPREM, peer_site
 from workloads.burst.bound import lower_bound
 from workloads.burst.calibration import Calibration
 from workloads.burst.cluster import NodeInfo
@@ -56,9 +56,8 @@ def site_bound(
     the one across the link: `tasks` are (compute seconds at the in-place site, bytes),
     `fetching_factor` the fetching site's compute time per in-place second."""
     fetching = fetching_site(config)
-    in_place = SITE_ONPREM if fetching == SITE_CLOUD else SITE_CLOUD
-    return lower_bound(tasks, slots[in_place], slots[fetching], link_bytes_s(config),
-                       fetching_factor=fetching_factor)
+    return lower_bound(tasks, slots[peer_site(fetching)], slots[fetching],
+                       link_bytes_s(config), fetching_factor=fetching_factor)
 
 
 def site_slots(workers: list[NodeInfo], task_cpus: int) -> dict[str, int]:
@@ -78,10 +77,10 @@ def common_bound(
     inputs cross (the cheapest feasible fetch: the other site reads in place, or, for s3,
     the cloud downloads in its region)."""
     compute = calibration.compute_s
-    onprem = compute.get(SITE_ONPREM, compute.get(SITE_CLOUD, 0.0))
-    cloud = compute.get(SITE_CLOUD, onprem)
+    per_site = {SITE_ONPREM: compute.get(SITE_ONPREM, compute.get(SITE_CLOUD, 0.0))}
+    per_site[SITE_CLOUD] = compute.get(SITE_CLOUD, per_site[SITE_ONPREM])
     fetching = fetching_site(config)
-    in_place, across = (onprem, cloud) if fetching == SITE_CLOUD else (cloud, onprem)
+    in_place, across = per_site[peer_site(fetching)], per_site[fetching]
     return site_bound(config, [(in_place, float(t.nbytes)) for t in tasks],
                       site_slots(workers, task_cpus),
                       across / in_place if in_place > 0 else 1.0)
