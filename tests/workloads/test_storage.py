@@ -11,7 +11,14 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.helpers.processes import FAKE_CREDENTIALS, moto_server
-from workloads.common.storage import LocalStorage, S3Storage, Storage, open_storage
+from workloads.common.storage import (
+    CHUNK_BYTES,
+    FileTooLarge,
+    LocalStorage,
+    S3Storage,
+    Storage,
+    open_storage,
+)
 
 BUCKET = "store-contract"
 
@@ -62,3 +69,36 @@ def test_s3_errors_other_than_a_missing_key_come_as_they_are(s3_endpoint: str) -
         with pytest.raises(ClientError) as raised:
             store.read_bytes("a.json")
     assert raised.value.response["Error"]["Code"] == "NoSuchBucket"
+
+
+def test_a_read_is_bounded_by_what_was_reserved_for_it(store: Storage) -> None:
+    """A file replaced by a larger one between its size check and its read gets no
+    further than the size that was checked, from either store."""
+    store.write_bytes("files/model", b"m" * 10)
+    checked = store.size("files/model")
+    store.write_bytes("files/model", b"m" * (3 * CHUNK_BYTES))  # swapped meanwhile
+    with pytest.raises(FileTooLarge, match="files/model: more than the 10 bytes"):
+        for _ in store.read_chunks("files/model", checked):
+            pass
+    assert b"".join(store.read_chunks("files/model", 3 * CHUNK_BYTES)) == b"m" * (
+        3 * CHUNK_BYTES)
+
+
+def test_a_folder_store_reads_no_link_and_no_special_file(tmp_path: Path) -> None:
+    import os
+
+    store = LocalStorage(tmp_path / "store")
+    store.write_bytes("files/plain", b"ok")
+    secret = tmp_path / "secret"
+    secret.write_text("beside the store")
+    os.symlink(secret, tmp_path / "store" / "files" / "link")
+    os.symlink(tmp_path, tmp_path / "store" / "up")
+    os.mkfifo(tmp_path / "store" / "files" / "fifo")
+    assert store.names() == ["files/plain"]
+    for name in ("files/link", "up/secret", "files/fifo", "files/../files/plain"):
+        for read in (store.read_bytes, store.size,
+                     lambda n: b"".join(store.read_chunks(n, 100))):
+            with pytest.raises(OSError) as refused:
+                read(name)
+            assert "beside the store" not in str(refused.value), name
+    assert store.read_bytes("files/plain") == b"ok"

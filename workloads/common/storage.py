@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +18,22 @@ from urllib.parse import urlparse
 from vocab.errors import UserError
 
 SCRATCH_SUFFIX = ".part"
+CHUNK_BYTES = 1 << 20
+
+
+class FileTooLarge(ValueError):
+    """A file read with a bound holds more bytes than the bound."""
+
+
+def bounded(chunks: Iterator[bytes], name: str, limit: int) -> Iterator[bytes]:
+    """`chunks` as they come, FileTooLarge once they pass `limit` bytes in all."""
+    seen = 0
+    for chunk in chunks:
+        seen += len(chunk)
+        if seen > limit:
+            raise FileTooLarge(f"{name}: more than the {limit} bytes read for it (changed "
+                               "while it was read?)")
+        yield chunk
 MISSING_KEY_CODES = ("NoSuchKey", "404")
 """S3's error codes for a key that is not there: GET says NoSuchKey, HEAD (no body) 404."""
 
@@ -60,6 +78,12 @@ class Storage(Protocol):
 
     def names(self) -> list[str]: ...
 
+    def read_chunks(self, name: str, limit: int) -> Iterator[bytes]:
+        """The bytes of file `name` in pieces of at most CHUNK_BYTES, never more than `limit`
+        in all (FileTooLarge once the file holds more: a file replaced by a larger one
+        between a size check and the read gets no further)."""
+        ...
+
     def size(self, name: str) -> int:
         """Bytes of file `name` (FileNotFoundError if there is none), without reading it."""
         ...
@@ -78,24 +102,70 @@ class Storage(Protocol):
 
 @dataclass(frozen=True)
 class LocalStorage:
+    """A folder. Its files are read without following symbolic links, at any depth: a link
+    planted in the folder (to a secret beside it, to /proc) is refused, never read."""
+
     root: Path
 
     def write_bytes(self, name: str, data: bytes) -> None:
         write_atomically(self.root / name, data)
 
+    def _open(self, name: str) -> int:
+        """A descriptor of the plain file `name`, every part of its path walked without
+        following a link (OSError naming the file when one is a link or not a plain file)."""
+        parts = name.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise FileNotFoundError(f"{self.root / name}: not a plain name in the store")
+        try:
+            folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory",
+                                    str(self.root / name)) from None
+        try:
+            for part in parts[:-1]:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            descriptor = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
+                                 dir_fd=folder)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory",
+                                    str(self.root / name)) from None
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise OSError(error.errno, "a symbolic link: the store reads plain files "
+                              "only", str(self.root / name)) from None
+            raise
+        finally:
+            os.close(folder)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise OSError(errno.EINVAL, "not a plain file", str(self.root / name))
+        return descriptor
+
     def read_bytes(self, name: str) -> bytes:
-        return (self.root / name).read_bytes()
+        with os.fdopen(self._open(name), "rb") as handle:
+            return handle.read()
+
+    def read_chunks(self, name: str, limit: int) -> Iterator[bytes]:
+        with os.fdopen(self._open(name), "rb") as handle:
+            yield from bounded(iter(lambda: handle.read(CHUNK_BYTES), b""), name, limit)
 
     def names(self) -> list[str]:
         if not self.root.exists():
             return []
         return sorted(
             p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-            if p.is_file() and not is_scratch(p)
+            if not p.is_symlink() and p.is_file() and not is_scratch(p)
         )
 
     def size(self, name: str) -> int:
-        return (self.root / name).stat().st_size
+        descriptor = self._open(name)
+        try:
+            return os.fstat(descriptor).st_size
+        finally:
+            os.close(descriptor)
 
     def remove(self, name: str) -> None:
         (self.root / name).unlink(missing_ok=True)
@@ -131,6 +201,14 @@ class S3Storage:
                 "Body"
             ].read()
         return body
+
+    def read_chunks(self, name: str, limit: int) -> Iterator[bytes]:
+        with self._missing_as_not_found(name):
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"]
+        try:
+            yield from bounded(body.iter_chunks(CHUNK_BYTES), name, limit)
+        finally:
+            body.close()
 
     def names(self) -> list[str]:
         found: list[str] = []
