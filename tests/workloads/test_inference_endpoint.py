@@ -1,9 +1,10 @@
 """The coordinator's HTTP command endpoint and the CLI's side of it, without Ray: a stand-in
 command handler served by the real endpoint on loopback, the real client, the real store
-file. The endpoint proves it holds the token before the client sends it; token checks; JSON
-only; the endpoint accepts exactly the commands the CLI would send; one-line refusals; the
-CLI finding a restarted coordinator's new address through the store, and never sending the
-token where a forged endpoint record points."""
+file. The endpoint proves it holds the token before the client sends anything; commands are
+signed with the token, never carry it (stale, replayed, tampered and unsigned requests are
+refused), and answers are signed too; JSON only; the endpoint accepts exactly the commands
+the CLI would send; one-line refusals; the CLI finding a restarted coordinator's new address
+through the store, and never sending a command where a forged endpoint record points."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from workloads.common.storage import LocalStorage
 from workloads.inference.endpoint import (
     COMMAND_PATH,
     HELLO_PATH,
+    MAX_SKEW_S,
+    NONCE_HEADER,
+    SIGNATURE_HEADER,
     CommandEndpoint,
     EndpointUnproven,
     ServiceError,
@@ -33,6 +37,7 @@ from workloads.inference.endpoint import (
     proof,
     publish_endpoint,
     send_command,
+    signed_headers,
 )
 
 TOKEN = "t0ken-of-this-service"
@@ -83,22 +88,69 @@ def raw(url: str, path: str, body: bytes, headers: dict[str, str],
         connection.close()
 
 
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+def signed(body: bytes, **change: Any) -> dict[str, str]:
+    """A command's headers, signed with the service's token (or as `change` says)."""
+    return signed_headers(change.pop("token", TOKEN), "POST", change.pop("path", COMMAND_PATH),
+                          body, **change)
 
 
-def test_a_command_without_the_token_gets_a_bare_401_and_runs_nothing(
+def test_a_command_not_signed_with_the_token_gets_a_bare_401_and_runs_nothing(
         endpoint: CommandEndpoint, jobs: Jobs) -> None:
     body = json.dumps({"method": "job_status", "args": []}).encode()
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
-                    {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": f"Basic {TOKEN}"}):
-        assert raw(endpoint.url, COMMAND_PATH, body, headers) == (401, b""), headers
-        assert raw(endpoint.url, COMMAND_PATH, b"", headers, method="GET") == (401, b"")
+    other = json.dumps({"method": "job_status", "args": ["a"]}).encode()
+    import time
+
+    for case, headers in {
+            "unsigned": {}, "a bearer token": {"Authorization": f"Bearer {TOKEN}"},
+            "another token": signed(body, token="wrong"),
+            "signed for another body": signed(other),
+            "signed for another path": signed(body, path="/hello"),
+            "stale": signed(body, now=time.time() - MAX_SKEW_S - 5),
+            "from the future": signed(body, now=time.time() + MAX_SKEW_S + 5),
+            "a nonce that is not one": signed(body, nonce="x" * 32)}.items():
+        assert raw(endpoint.url, COMMAND_PATH, body, headers) == (401, b""), case
+        assert raw(endpoint.url, COMMAND_PATH, b"{}", headers, method="GET")[0] == 401, case
     assert jobs.calls == []
+    once = signed(body)
+    assert raw(endpoint.url, COMMAND_PATH, body, once)[0] == 200
+    assert raw(endpoint.url, COMMAND_PATH, body, once) == (401, b"")  # the replay
+    assert jobs.calls == [("job_status", ())]
     # a client with another token: the endpoint's proof does not check out, so the client
-    # stops before sending its token
+    # stops before sending anything more
     with pytest.raises(EndpointUnproven, match="did not prove it holds the service's token"):
         send_command(endpoint.url, "wrong", "job_status", [], 2.0)
-    assert jobs.calls == []
+    assert jobs.calls == [("job_status", ())]
+
+
+def test_an_answer_is_believed_only_when_signed_for_the_request(
+        endpoint: CommandEndpoint) -> None:
+    """The real endpoint signs its answer with the token for this request's nonce; a relay
+    that passes the hello and changes the answer is caught."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    body = json.dumps({"method": "job_status", "args": []}).encode()
+    headers = signed(body)
+    where = urlsplit(endpoint.url)
+    connection = http.client.HTTPConnection(str(where.hostname), where.port, timeout=5)
+    try:
+        connection.request("POST", COMMAND_PATH, body=body, headers=headers)
+        response = connection.getresponse()
+        answer = response.read()
+    finally:
+        connection.close()
+    from workloads.inference.endpoint import signature
+
+    assert response.getheader(SIGNATURE_HEADER) == signature(
+        TOKEN, "answer", headers[NONCE_HEADER], "200", body=answer)
+    listener = Listener(relay=endpoint.url, change_answer=True)
+    try:
+        with pytest.raises(EndpointUnproven, match="answered without the service's signature"):
+            send_command(endpoint.url, TOKEN, "job_status", [], 2.0, connect_url=listener.url)
+        assert TOKEN.encode() not in listener.received  # signed, never sent
+        assert COMMAND_PATH.encode() in listener.received
+    finally:
+        listener.close()
 
 
 def test_the_hello_proves_the_token_for_this_nonce_and_url_only(
@@ -137,10 +189,10 @@ def test_the_endpoint_refuses_what_the_cli_refuses_before_any_command_runs(
         endpoint: CommandEndpoint, jobs: Jobs, case: str, args: bytes) -> None:
     body = b'{"method": "job_add", "args": ' + args + b"}"
     if len(body) > 64 * 1024:
-        status, answer = raw(endpoint.url, COMMAND_PATH, body, AUTH)
+        status, answer = raw(endpoint.url, COMMAND_PATH, body, signed(body))
         assert status == 413
     else:
-        status, answer = raw(endpoint.url, COMMAND_PATH, body, AUTH)
+        status, answer = raw(endpoint.url, COMMAND_PATH, body, signed(body))
         assert status == 400, answer
         assert "\n" not in json.loads(answer)["error"]
     assert jobs.calls == []
@@ -156,10 +208,10 @@ def test_the_60_kb_name_is_refused_by_the_check_itself_not_only_by_the_body_limi
 def test_only_json_naming_a_served_command_reaches_the_handler(
         endpoint: CommandEndpoint, jobs: Jobs) -> None:
     pickled = pickle.dumps({"method": "job_status", "args": []})
-    status, answer = raw(endpoint.url, COMMAND_PATH, pickled, AUTH)
+    status, answer = raw(endpoint.url, COMMAND_PATH, pickled, signed(pickled))
     assert status == 400 and b"not JSON" in answer
-    status, answer = raw(endpoint.url, COMMAND_PATH,
-                         json.dumps({"method": "shutdown"}).encode(), AUTH)
+    shutdown = json.dumps({"method": "shutdown"}).encode()
+    status, answer = raw(endpoint.url, COMMAND_PATH, shutdown, signed(shutdown))
     assert status == 400 and json.loads(answer)["error"].startswith("method: expected one of")
     assert jobs.calls == []
     with pytest.raises(ServiceError, match="^job_status: takes 0 or 1 arguments"):
@@ -227,12 +279,14 @@ class Listener:
     """A forged endpoint on loopback: records every byte it receives; answers each request
     with `reply` (or relays it to `relay`, a real endpoint)."""
 
-    def __init__(self, reply: bytes | None = None, relay: str | None = None) -> None:
+    def __init__(self, reply: bytes | None = None, relay: str | None = None,
+                 change_answer: bool = False) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
         self.received = b""
         self.reply = reply
         self.relay = relay
+        self.change_answer = change_answer
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -244,32 +298,64 @@ class Listener:
                 return
             with client:
                 client.settimeout(3)
-                data = b""
                 try:
-                    while b"\r\n\r\n" not in data:
-                        data += client.recv(65536)
-                    head, _, body = data.partition(b"\r\n\r\n")
-                    length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
-                                       if line.lower().startswith(b"content-length")), b"0"))
-                    while len(body) < length:
-                        body += client.recv(65536)
-                    self.received += head + b"\r\n\r\n" + body
-                    client.sendall(self._answer(head, body))
-                    self.received += client.recv(65536)  # whatever the client sends next
+                    for _ in range(2):  # the hello, then what the client sends next
+                        request = self._request(client)
+                        if request is None:
+                            break
+                        client.sendall(self._answer(*request))
                 except OSError:
                     pass
 
+    def _request(self, client: socket.socket) -> tuple[bytes, bytes] | None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = client.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length")), b"0"))
+        while len(body) < length:
+            body += client.recv(65536)
+        self.received += head + b"\r\n\r\n" + body
+        return head, body
+
     def _answer(self, head: bytes, body: bytes) -> bytes:
+        extra = ""
         if self.relay is not None:  # the real endpoint's proof, for the real URL
             path = head.split(b" ")[1].decode()
-            status, answer = raw(self.relay, path, body, {"Content-Type": "application/json"})
+            headers = {line.split(b":", 1)[0].decode(): line.split(b":", 1)[1].strip().decode()
+                       for line in head.split(b"\r\n")[1:] if b":" in line}
+            status, answer, signature = _relayed(self.relay, path, body, headers)
+            if self.change_answer and path == COMMAND_PATH:
+                answer = answer.replace(b'"idle"', b'"done"')
+            extra = f"{SIGNATURE_HEADER}: {signature}\r\n" if signature else ""
         else:
             status, answer = 200, self.reply or b""
-        return (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+        return (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n{extra}"
                 f"Content-Length: {len(answer)}\r\n\r\n").encode() + answer
 
     def close(self) -> None:
         self.server.close()
+
+
+def _relayed(url: str, path: str, body: bytes,
+             headers: dict[str, str]) -> tuple[int, bytes, str]:
+    """The request passed on to the real endpoint: its status, body and signature."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    connection = http.client.HTTPConnection(str(where.hostname), where.port, timeout=5)
+    try:
+        connection.request("POST", path, body=body, headers={
+            key: value for key, value in headers.items() if key.lower() != "host"})
+        response = connection.getresponse()
+        return response.status, response.read(), response.getheader(SIGNATURE_HEADER, "")
+    finally:
+        connection.close()
 
 
 FORGERIES = {
