@@ -225,21 +225,26 @@ def _infer_up_on_stack(options: ServiceOptions, stack: str) -> ServiceRecord:
 def _service_job(stack: str, action: str,
                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """`python -m workloads.inference.up --action ACTION` as a Ray Job on the stack; its
-    summary. The settings (with the token) travel as a private file with the job's code."""
+    summary. The settings travel as a private file with the job's code; the command token
+    does not (the code folder is every worker's working folder): it is the job's
+    environment (COMMAND_TOKEN_ENV), which the job's driver alone reads."""
     from contextlib import ExitStack
     from tempfile import TemporaryDirectory
 
     from launch.port_forward import private_file
     from launch.targets import run_workload
     from launch.workload import workload_run
+    from workloads.inference.endpoint import COMMAND_TOKEN_ENV
     from workloads.inference.up import SERVICE_JOB_SPEC, ServiceJobOptions
 
     with ExitStack() as files:
         scratch = Path(files.enter_context(TemporaryDirectory(prefix="spotburst-inference-")))
-        settings_file = (None if settings is None else
-                         files.enter_context(private_file(json.dumps(settings), ".json")))
-        job = workload_run("inference", "workloads.inference.up", SERVICE_JOB_SPEC,
-                           ServiceJobOptions(action=action, settings=settings_file))
+        token = (settings or {}).get("command_token")
+        settings_file = (None if settings is None else files.enter_context(private_file(
+            json.dumps({**settings, "command_token": None}), ".json")))
+        job = replace(workload_run("inference", "workloads.inference.up", SERVICE_JOB_SPEC,
+                                   ServiceJobOptions(action=action, settings=settings_file)),
+                      env={COMMAND_TOKEN_ENV: token} if token else {})
         folder = run_workload(job, stack=stack, out=scratch / "job")
         summary: dict[str, Any] = json.loads((folder / "summary.json").read_text())
     return summary

@@ -135,7 +135,8 @@ def run_local(run: WorkloadRun, local_out: Path, show: Callable[[str], None] = p
         code, _ = procs.follow(command, RayTraceDiverter(shown, local_out / RAY_TRACES),
                                timeout_s=LOCAL_RUN_TIMEOUT_S,
                                stalled=lambda: watchdog.remaining_s() <= 0,
-                               name=run.module, env={MARKER_ENV: marker, "PYTHONUNBUFFERED": "1"},
+                               name=run.module,
+                               env={**run.env, MARKER_ENV: marker, "PYTHONUNBUFFERED": "1"},
                                cwd=PROJECT_DIR)
     finally:
         with procs.interrupts_ignored():
@@ -189,7 +190,7 @@ def run_remote(
         job_out = str(local_out.resolve())
     else:  # the job's own folder on the cluster; the files come back through its log
         job_out = default_location(run.name)
-    env = {GIT_COMMIT_ENV: git_commit()}
+    env = {GIT_COMMIT_ENV: git_commit(), **run.env}
     if remote.region:
         env["AWS_DEFAULT_REGION"] = remote.region
     with staged_working_dir(PROJECT_DIR, run.inputs) as (folder, inputs):

@@ -19,6 +19,9 @@ class WorkloadRun:
     inputs: dict[str, Path] = field(default_factory=dict)
     # the user's own requirement lines (--requirements), installed with ours on a cluster
     requirements: tuple[str, ...] = ()
+    # the environment of the run's driver alone (a secret: never on its command line, never
+    # a file in the code the job uploads, which is every Ray worker's working folder)
+    env: dict[str, str] = field(default_factory=dict)
 
     def command(self, out: str, target: str, input_paths: dict[str, str]) -> list[str]:
         """The workload's command line (without the interpreter)."""

@@ -23,7 +23,7 @@ from launch.workload import WorkloadRun
 from spotlab import SpotLabConfig
 from tests.helpers.stack_outputs import dev_stack_outputs
 from workloads.common.storage import LocalStorage
-from workloads.inference.endpoint import CommandEndpoint, publish_endpoint
+from workloads.inference.endpoint import COMMAND_TOKEN_ENV, CommandEndpoint, publish_endpoint
 from workloads.inference.options import ServiceOptions
 
 pytestmark = pytest.mark.subprocess
@@ -76,14 +76,17 @@ class Cluster:
         self.store = store
         self.endpoint: CommandEndpoint | None = None
         self.settings_mode = 0
+        self.settings_text = ""
         self.jobs: list[tuple[WorkloadRun, targets.Remote, dict[str, Any] | None]] = []
 
     def run_remote(self, run: WorkloadRun, remote: targets.Remote, out: Path,
                    show: Any, *rest: Any) -> None:
         settings = None
         if "--settings" in run.inputs:
-            settings = json.loads(run.inputs["--settings"].read_text())
+            self.settings_text = run.inputs["--settings"].read_text()
+            settings = json.loads(self.settings_text)
             self.settings_mode = run.inputs["--settings"].stat().st_mode & 0o777
+            settings["command_token"] = run.env.get(COMMAND_TOKEN_ENV)
         self.jobs.append((run, remote, settings))
         if "down" not in run.args:  # --action up is the default
             assert settings is not None
@@ -133,9 +136,11 @@ def test_infer_up_on_a_stack_then_commands_through_the_coordinators_pod(
     assert set(run.inputs) == {"--settings"}
     assert remote.label == "stack:dev" and remote.token == "ray-token"
     assert remote.bucket == "spotburst-dev-mock"
-    # the token travels in the settings file with the job's code, not on its command line
+    # the token travels in the job's environment: neither in the settings file with the
+    # job's code (every worker's working folder) nor on its command line
     assert settings is not None and settings["workers"] == 5
     assert settings["command_token"] == record.command_token
+    assert record.command_token not in cluster.settings_text
     line = run.command("out", "stack:dev", {"--settings": "settings.json"})
     assert record.command_token and record.command_token not in " ".join(line)
     assert cluster.settings_mode == 0o600

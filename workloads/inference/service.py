@@ -19,7 +19,7 @@ from workloads.inference.coordinator import (
     NAMESPACE,
     Coordinator,
 )
-from workloads.inference.endpoint import ServiceError, command_timeout_s
+from workloads.inference.endpoint import COMMAND_TOKEN_ENV, ServiceError, command_timeout_s
 
 
 def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
@@ -31,8 +31,12 @@ def start_coordinator(settings: dict[str, Any], on_demand: bool = True) -> Any:
     else:
         raise ServiceError("the inference service is already up on this cluster "
                            "(infer-down first)")
+    # the token reaches the coordinator in its settings; neither it nor its workers (whose
+    # runtime env inherits this one) keep the up job's copy in their environment
     options: dict[str, Any] = {"name": COORDINATOR_NAME, "namespace": NAMESPACE,
-                               "lifetime": "detached", "num_cpus": 0, **COORDINATOR_OPTIONS}
+                               "lifetime": "detached", "num_cpus": 0,
+                               "runtime_env": {"env_vars": {COMMAND_TOKEN_ENV: ""}},
+                               **COORDINATOR_OPTIONS}
     if on_demand:
         options["resources"] = {ON_DEMAND_RESOURCE: 0.5}
     handle = start_actor(Coordinator, settings, options=options)

@@ -1,14 +1,17 @@
 """`python -m workloads.inference.up --action up|down`: the long-running service brought up
 or down by a short Ray Job on the cluster it runs on (`invoke infer-up --stack` and its
 infer-down: the stack path's Ray Job through the head's port-forward). Up starts the
-detached coordinator, which starts its workers, and outlives the job; its settings, the
-command token among them, come in a file that travels with the job's code (never on its
-command line). The results folder's summary.json says where the store and the command
-endpoint are (no token)."""
+detached coordinator, which starts its workers, and outlives the job; its settings come in
+a file that travels with the job's code (never on its command line), the command token in
+the job's environment (COMMAND_TOKEN_ENV: never a file in the code folder, which is every
+worker's working folder); the coordinator and its workers run without it in theirs. The
+results folder's summary.json says where the store and the command endpoint are (no
+token)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +22,7 @@ from workloads.common.provenance import provenance
 from workloads.common.ray_session import ray_session
 from workloads.common.results import ResultsOptions, ResultsWriter
 from workloads.common.storage import open_storage
-from workloads.inference.endpoint import read_endpoint
+from workloads.inference.endpoint import COMMAND_TOKEN_ENV, read_endpoint
 
 ACTIONS = ("up", "down")
 
@@ -56,6 +59,8 @@ def run(options: ServiceJobOptions) -> int:
         else:
             assert options.settings is not None
             settings = json.loads(options.settings.read_text())
+            settings["command_token"] = (os.environ.pop(COMMAND_TOKEN_ENV, None)
+                                         or settings.get("command_token"))
             settings["store"] = settings.get("store") or f"{writer.location.rstrip('/')}/store"
             service.start_on_this_cluster(settings)
             published = read_endpoint(open_storage(settings["store"],
