@@ -61,6 +61,13 @@ CASES = [
     (("run-inference", "--repeat", "0"), "error: --repeat: expected an integer in [1, 10000]"),
     (("run-inference", "--fail-coordinator", "2"), "error: --fail-coordinator: expected an "
                                                    "integer in [0, 1]"),
+    (("run-inference", "--batch-size", "1"), "error: --batch-size: 202500 queries per job "
+                                             "(--repeat 450) in batches of 1 make 202500 "
+                                             "sub-jobs, more than 100000"),
+    (("run-inference", "--worker-memory-mb", "100"), "error: --worker-memory-mb: expected an "
+                                                     "integer in [512, 65536]"),
+    (("infer-up", "--worker-memory-mb", "1e9"), "error: --worker-memory-mb: expected an "
+                                                "integer"),
 ]
 
 
@@ -79,7 +86,8 @@ def test_a_bad_input_is_one_line_naming_it(env: dict[str, str], tmp_path: Path,
 
 
 def test_files_demo_writes_files_that_job_add_would_take(tmp_path: Path) -> None:
-    from workloads.inference.models import array_header, check_model_bounded
+    from workloads.inference.models import array_header
+    from workloads.inference.runtime import check_model_bounded
 
     done = subprocess.run([sys.executable, "-m", "invoke", "files-demo", "--dir",
                            str(tmp_path / "demo")], cwd=REPO, capture_output=True, text=True,

@@ -15,9 +15,9 @@ from workloads.inference.models import (
     OnnxModel,
     array_from_bytes,
     array_header,
-    check_model_bounded,
     first_rows,
 )
+from workloads.inference.runtime import check_model_bounded
 
 pytestmark = pytest.mark.subprocess
 

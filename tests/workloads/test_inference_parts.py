@@ -18,12 +18,12 @@ from workloads.inference.models import (
     array_from_bytes,
     array_shape,
     array_to_bytes,
-    check_model_bounded,
     cnn_onnx,
     first_rows,
     mlp_onnx,
     read_signature,
 )
+from workloads.inference.runtime import check_model_bounded
 from workloads.inference.scheduler import Scheduler, fair_shares, free_places
 from workloads.inference.stats import latency_stats, spread, window_cost, window_rate
 
@@ -337,9 +337,11 @@ def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
     from benchmarks.inference_fairness import verdicts
 
     fair = {"run": "2 jobs fair", "spread_max": 1.03, "lost": 0, "duplicated": 0,
-            "mismatched": 0, "exactly_once": True}
+            "mismatched": 0, "exactly_once": True, "fair_within_worst": 0.9,
+            "fair_worst_job": "large", "cpu_per_sub_job_ms": 2.0}
     assert all(met for _, met in verdicts([fair], {"members": 0.1}, []))
-    for change in ({"spread_max": 1.06}, {"spread_max": None}, {"exactly_once": False}):
+    for change in ({"spread_max": 1.06}, {"spread_max": None}, {"exactly_once": False},
+                   {"fair_within_worst": 0.79}, {"fair_within_worst": None}):
         checks = verdicts([{**fair, **change}], {}, [])
         assert not all(met for _, met in checks), change
     assert not all(met for _, met in verdicts([fair], {"members": 2.5}, []))
@@ -354,6 +356,37 @@ def test_the_benchmark_fails_when_it_misses_a_target_it_prints() -> None:
         {"recovered_s": None}]  # the rate never came back
     for flaw in broken:
         assert not all(met for _, met in verdicts([{**failed, **flaw}], {}, [])), flaw
+    # at the job limit: fair share per window, and the coordinator's CPU per sub-job against
+    # the 2-job run's (no spread target: 32 rates' max/min is the wrong measure)
+    from benchmarks.inference_fairness import AT_LIMIT
+
+    limit = {**fair, "run": AT_LIMIT, "spread_max": None, "cpu_per_sub_job_ms": 2.9}
+    assert all(met for _, met in verdicts([fair, limit], {}, []))
+    for change in ({"cpu_per_sub_job_ms": 3.1}, {"cpu_per_sub_job_ms": None},
+                   {"fair_within_worst": 0.5}):
+        assert not all(met for _, met in verdicts([fair, {**limit, **change}], {}, [])), change
+
+
+def test_fair_share_windows_count_every_window_a_job_had_work_in() -> None:
+    """A job starved in a window (rate 0) misses it: no sample is left out; a window counts
+    once every job has run a whole window."""
+    from workloads.inference.experiment import fair_share_windows, job_sizes
+    from workloads.inference.options import InferenceOptions
+
+    options = InferenceOptions(window_s=2.0)
+    samples = []
+    for t in range(1, 13):
+        for job, rate in (("a", 100.0), ("b", 102.0), ("c", 0.0 if t in (8, 9) else 98.0)):
+            samples.append({"t": float(t), "job": job, "rate": rate,
+                            "state": "running" if t < 12 or job != "c" else "done"})
+    found = fair_share_windows(samples, options)
+    assert found["windows"] == {"a": 10, "b": 10, "c": 9}  # t = 3..12 once all ran 2 s
+    assert found["within"]["a"] == 0.8  # a starved c drags the fair share down: a misses
+    assert found["worst_job"] == "c" and found["worst_within"] == 7 / 9
+    assert job_sizes(2) == {"small": "small", "large": "large"}
+    sizes = job_sizes(32)
+    assert len(sizes) == 32 and set(sizes.values()) == {"small", "medium", "large"}
+    assert list(sizes)[:4] == ["small", "medium", "large", "small-2"]
 
 
 def test_a_store_is_one_every_node_of_the_cluster_reaches(
@@ -454,3 +487,28 @@ def test_a_model_over_the_size_limit_is_refused_before_it_is_parsed(
     with pytest.raises(ModelFileError,
                        match=r"^m: \d+ bytes, more than the 100 a model may take$"):
         read_signature(identity_model(50, 50), "m")
+
+
+def test_files_put_refuses_a_file_a_job_uses_or_a_job_being_added_uses(tmp_path: Path) -> None:
+    """A job answers with the files it was checked with: files-put refuses to replace one
+    while the job's record names it, and while job-add is still checking it (the
+    coordinator names the files of a job being added in the store before it reads them)."""
+    import json
+
+    from workloads.common.storage import LocalStorage
+    from workloads.inference.endpoint import ServiceError
+    from workloads.inference.files import ADDING_FOLDER, JOBS_FOLDER, files_put
+
+    store = LocalStorage(tmp_path / "store")
+    files = LocalStorage(tmp_path / "store" / "files")
+    local = tmp_path / "testset.npy"
+    local.write_bytes(b"new bytes")
+    files.write_bytes("t", b"old bytes")
+    for folder, job in ((ADDING_FOLDER, "being-added"), (JOBS_FOLDER, "added")):
+        store.write_bytes(f"{folder}/{job}.json", json.dumps(
+            {"model": "m", "testset": "t", "labels": "l"}).encode())
+        with pytest.raises(ServiceError, match=f"NAME 't': job '{job}' uses it"):
+            files_put(files, local, "t", store)
+        assert files.read_bytes("t") == b"old bytes"
+        store.remove(f"{folder}/{job}.json")
+    assert files_put(files, local, "t", store) == len(b"new bytes")

@@ -33,13 +33,14 @@ from tests.helpers.waiting import wait_until
 from workloads.common.storage import Storage, open_storage
 from workloads.inference import service
 from workloads.inference.coordinator import COORDINATOR_NAME, NAMESPACE, Job
-from workloads.inference.endpoint import read_endpoint, send_command
+from workloads.inference.endpoint import read_endpoint, send_command, signed_headers
 from workloads.inference.models import (
     Bundle,
     OnnxModel,
     array_from_bytes,
     array_to_bytes,
     make_bundle,
+    sha256,
     tiled,
 )
 from workloads.inference.service import ServiceError, call
@@ -258,6 +259,11 @@ def test_a_worker_gets_its_next_sub_job_while_one_runs_and_a_killed_one_gives_ea
     assert reruns == sorted(f"{held['sub_job']:06d}.{worker['name']}"
                             for held in (running, queued))
     assert final["reruns"] == 2
+    # only the sub-job the worker had started is charged its death, not the one queued
+    deaths = [name.rpartition("/")[2] for name in store.names()
+              if name.startswith(f"jobs/{run_id}/deaths/")]
+    assert deaths == [f"{running['sub_job']:06d}.{worker['name']}.worker"]
+    assert final["deaths"] == 1
     for held_sub_job in (running, queued):
         part = json.loads(store.read_bytes(f"{parts}/{held_sub_job['sub_job']:06d}.json"))
         assert part["worker"] != worker["name"]
@@ -431,7 +437,7 @@ def _post(store: Storage, body: bytes) -> tuple[int, dict[str, Any]]:
     connection = http.client.HTTPConnection(str(where.hostname), where.port, timeout=10)
     try:
         connection.request("POST", "/command", body=body,
-                           headers={"Authorization": f"Bearer {COMMAND_TOKEN}",
+                           headers={**signed_headers(COMMAND_TOKEN, "POST", "/command", body),
                                     "Content-Type": "application/json"})
         response = connection.getresponse()
         return response.status, dict(json.loads(response.read()))
@@ -517,11 +523,11 @@ def _status_of(name: str) -> dict[str, Any] | None:
         return None
 
 
-def test_a_status_call_reading_the_store_does_not_hold_up_scheduling(
+def test_a_status_call_reads_no_special_file_from_the_store(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
-    """job-status reads each finished job's output from the store outside the coordinator's
-    lock: while that read hangs (the output a FIFO whose writer waits), another job is
-    started and its sub-jobs dispatched and answered."""
+    """job-status reads each finished job's output from the store: a FIFO planted as the
+    output (a read that would hang until someone writes it) is refused at once, not read,
+    and another job is started and answered meanwhile."""
     store = running_service(bundle, repeat=1)
     call("job_add", "small", "small_model", "small_testset", "small_label", 20)
     call("job_start", "small")
@@ -531,34 +537,18 @@ def test_a_status_call_reading_the_store_does_not_hold_up_scheduling(
     content = output.read_bytes()
     output.unlink()
     os.mkfifo(output)
-    writer: int | None = None
     try:
-        coordinator = ray.get_actor(COORDINATOR_NAME, namespace=NAMESPACE)
-        pending: Any = coordinator.command.remote("job_status", [])
-
-        def reader_waiting() -> int | None:
-            try:  # opens once the coordinator has the FIFO open for reading
-                return os.open(output, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                return None
-
-        writer = wait_until(reader_waiting, 30.0, "the status call reading the output")
+        answer = call("job_status", timeout_s=10.0)
+        assert answer["jobs"]["small"]["accuracy"] is None  # no output it could read
         call("job_add", "large", "large_model", "large_testset", "large_label", 20)
         call("job_start", "large")
         wait_until(lambda: (job := _status_of("large")) and job["processed"] > 0, 60.0,
-                   "a sub-job of the large job answered while the read hangs")
-        assert ray.wait([pending], timeout=0)[0] == [], "the status call did not wait"
-        os.set_blocking(writer, True)
-        with os.fdopen(writer, "wb") as out:
-            writer = None
-            out.write(content)
-        answer = ray.get(pending, timeout=30)
-        assert answer["jobs"]["small"]["accuracy"] == json.loads(content)["accuracy"]
+                   "a sub-job of the large job answered")
     finally:
-        if writer is not None:
-            os.close(writer)  # the reader sees an empty output and answers
         output.unlink()
         output.write_bytes(content)
+    assert call("job_status", "small")["jobs"]["small"]["accuracy"] == json.loads(
+        content)["accuracy"]
 
 
 def unseen_model() -> bytes:
@@ -651,11 +641,13 @@ def reshaping_model() -> bytes:
 
 def test_a_model_that_fails_on_a_worker_fails_its_job_and_nothing_else(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """Job-add runs the model on a first sub-job's worth of rows (2, which it answers); the
+    last sub-job holds 1 row, which it does not: that sub-job fails on a worker."""
     store = running_service(bundle, repeat=1, workers=2)
     store.write_bytes("files/odd_model", reshaping_model())
-    store.write_bytes("files/odd_testset", array_to_bytes(np.ones((30, 4), np.float32)))
-    store.write_bytes("files/odd_label", array_to_bytes(np.zeros(30, np.int64)))
-    call("job_add", "odd", "odd_model", "odd_testset", "odd_label", 10)
+    store.write_bytes("files/odd_testset", array_to_bytes(np.ones((31, 4), np.float32)))
+    store.write_bytes("files/odd_label", array_to_bytes(np.zeros(31, np.int64)))
+    call("job_add", "odd", "odd_model", "odd_testset", "odd_label", 2)
     call("job_add", "small", "small_model", "small_testset", "small_label", 30)
     call("job_start", "odd")
     call("job_start", "small")
@@ -663,6 +655,180 @@ def test_a_model_that_fails_on_a_worker_fails_its_job_and_nothing_else(
         job["state"] in ("done", "failed") for job in status["jobs"].values())
         and status["jobs"], 120.0, "both jobs ended")
     assert jobs["odd"]["state"] == "failed"
-    assert "odd_model: its first output has shape (2, 20) for a batch of 10" in \
+    assert "sub-job 15: odd_model: its first output has shape (2, 2) for a batch of 1" in \
         jobs["odd"]["error"] and "\n" not in jobs["odd"]["error"]
     assert jobs["small"]["state"] == "done" and jobs["small"]["processed"] == 450
+
+
+# --- a hostile tenant beside an honest one ------------------------------------------------
+
+
+def _members_memory() -> list[dict[str, Any]]:
+    handles: list[Any] = [ray.get_actor(w["name"], namespace=NAMESPACE)
+                          for w in call("members")["workers"]]
+    return [dict(ray.get(handle.memory_use.remote())) for handle in handles]
+
+
+def _ended(*names: str) -> dict[str, Any]:
+    try:
+        return dict(wait_until(lambda: (status := _status_or_none()) and all(
+            status["jobs"].get(name, {}).get("state") in ("done", "failed") for name in names)
+            and status["jobs"], 180.0, f"jobs {', '.join(names)} ended"))
+    except AssertionError:
+        jobs = (_status_or_none() or {}).get("jobs", {})
+        raise AssertionError({name: {key: jobs.get(name, {}).get(key) for key in (
+            "state", "processed", "queries", "reruns", "deaths", "error")}
+            for name in names}) from None
+
+
+def test_models_that_keep_data_outside_themselves_are_refused_by_job_add_and_by_workers(
+        running_service: Callable[..., Storage], bundle: Bundle, tmp_path: Path) -> None:
+    from tests.helpers.hostile_models import EXTERNAL_DATA
+
+    store = running_service(bundle, repeat=1, workers=1)
+    store.write_bytes("files/rows", array_to_bytes(np.ones((4, 2), np.float32)))
+    store.write_bytes("files/truth", array_to_bytes(np.zeros(4, np.int64)))
+    for place, (build, named) in EXTERNAL_DATA.items():
+        store.write_bytes(f"files/m-{len(place)}", build())
+        before = store.names()
+        with pytest.raises(ServiceError) as refused:
+            call("job_add", "hostile", f"m-{len(place)}", "rows", "truth", 2)
+        assert named in str(refused.value) and "external data" in str(refused.value), place
+        assert "\n" not in str(refused.value) and store.names() == before, place
+    # a model that reached the store by other means (its record written by hand, say) is
+    # checked again by the worker before it loads: the worker refuses it by itself
+    data = EXTERNAL_DATA["initializer"][0]()
+    store.write_bytes("files/planted", data)
+    [worker] = wait_until(lambda: call("members")["workers"] or None, 60.0, "a worker")
+    handle = ray.get_actor(worker["name"], namespace=NAMESPACE)
+    run: Any = handle.run
+    answer = dict(ray.get(run.remote({
+        "run_id": "planted-00000000", "sub_job": 0, "first": 0, "count": 2,
+        "model": "planted", "testset": "rows",
+        "digests": {"model": sha256(data), "testset": sha256(store.read_bytes("files/rows")),
+                    "labels": ""}}), timeout=60))
+    assert answer["failed"] == "model" and "external data" in answer["error"]
+    assert call("job_status")["jobs"] == {}
+
+
+def test_a_batch_past_a_workers_memory_fails_its_job_naming_memory_and_the_batch_size(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """The queries of the hungry model's later sub-jobs ask for 4 GB each (its first, which
+    job-add runs, for 1 MB): they fail in the worker's runtime, under its limit; the
+    worker, the service and the honest job beside it go on."""
+    from tests.helpers.hostile_models import hungry
+
+    store = running_service(bundle, repeat=1, workers=2, worker_memory_mb=512)
+    rows = np.full((40, 2), 1000.0, np.float32)
+    rows[:10] = 0.001
+    store.write_bytes("files/hungry_model", hungry())
+    store.write_bytes("files/hungry_rows", array_to_bytes(rows))
+    store.write_bytes("files/hungry_truth", array_to_bytes(np.zeros(40, np.int64)))
+    call("job_add", "hungry", "hungry_model", "hungry_rows", "hungry_truth", 10)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 30)
+    workers = {w["name"] for w in wait_until(lambda: call("members")["workers"], 60.0, "workers")}
+    incarnation = call("job_status")["coordinator_incarnation"]
+    call("job_start", "hungry")
+    call("job_start", "small")
+    jobs = _ended("hungry", "small")
+    error = jobs["hungry"]["error"]
+    assert jobs["hungry"]["state"] == "failed" and "\n" not in error
+    assert "out of memory on a batch of 10 queries (--batch-size 10)" in error, error
+    assert "384 of its 512 MiB (--worker-memory-mb)" in error, error
+    assert jobs["small"]["state"] == "done" and jobs["small"]["processed"] == 450
+    assert jobs["small"]["accuracy"] == pytest.approx(bundle.test_accuracy["small"])
+    status = call("job_status")
+    assert status["coordinator_incarnation"] == incarnation  # nothing went down
+    assert {w["name"] for w in call("members")["workers"]} == workers
+
+
+def test_a_sub_job_that_takes_its_runtime_down_three_times_fails_alone(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """One sub-job of the spinning model never ends: each time its runtime is stopped at
+    --subjob-timeout it is charged, and the third time its job fails; the other job's
+    sub-jobs, many queued behind it on the same workers, are never charged and all done."""
+    from tests.helpers.hostile_models import spinning
+
+    store = running_service(bundle, repeat=1, workers=2, subjob_timeout_s=2.0)
+    rows = np.zeros((40, 2), np.float32)
+    rows[25] = 1.0  # sub-job 2 of 4
+    store.write_bytes("files/spin_model", spinning())
+    store.write_bytes("files/spin_rows", array_to_bytes(rows))
+    store.write_bytes("files/spin_truth", array_to_bytes(np.zeros(40, np.int64)))
+    call("job_add", "spin", "spin_model", "spin_rows", "spin_truth", 10)
+    call("job_add", "small", "small_model", "small_testset", "small_label", 5)
+    call("job_start", "spin")
+    call("job_start", "small")
+    jobs = _ended("spin", "small")
+    assert jobs["spin"]["state"] == "failed"
+    assert jobs["spin"]["error"].startswith("sub-job 2: its runtime died or ran out of time "
+                                            "on a batch of 10 queries")
+    assert "3 times" in jobs["spin"]["error"] and jobs["spin"]["deaths"] == 3
+    assert jobs["small"]["state"] == "done" and jobs["small"]["processed"] == 450
+    assert jobs["small"]["deaths"] == 0 and jobs["small"]["error"] is None
+
+
+def test_worker_caches_stay_within_their_budget_and_forget_removed_jobs(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """Five jobs of 49 MB test sets each through two workers whose test sets may take 128
+    MB: least recently used out first; job-remove drops a job's files from every worker."""
+    store = running_service(bundle, repeat=1, workers=2, worker_memory_mb=512)
+    base = array_from_bytes(bundle.files["small_testset"], "t")
+    truth = array_from_bytes(bundle.files["small_label"], "l")
+    repeat = 1700  # 450 * 1700 rows of 64 bytes: 49 MB
+    names = [f"big{index}" for index in range(5)]
+    for index, name in enumerate(names):  # each its own bytes (and digest)
+        store.write_bytes(f"files/{name}", array_to_bytes(np.roll(tiled(base, repeat), index,
+                                                                  axis=0)))
+        store.write_bytes(f"files/{name}_label", array_to_bytes(np.roll(
+            tiled(truth, repeat), index)))
+        call("job_add", name, "small_model", name, f"{name}_label", 20_000)
+    workers = wait_until(lambda: len(call("members")["workers"]) == 2 and _members_memory(),
+                         60.0, "two workers")
+    budget = workers[0]["budget"]["limit_bytes"] // 4
+    start_rss = {w["worker_rss_bytes"] for w in workers}
+    peak = 0
+    for pair in (names[:2], names[2:4], names[4:]):
+        for name in pair:
+            call("job_start", name)
+        jobs = _ended(*pair)
+        assert all(jobs[name]["state"] == "done" for name in pair), [
+            jobs[name]["error"] for name in pair]
+        for used in _members_memory():
+            assert used["testsets_bytes"] <= budget, used
+            assert len(used["testsets"]) <= 2, used  # a third would pass the budget
+            peak = max(peak, used["worker_rss_bytes"])
+    assert peak <= max(start_rss) + budget + 96 * 2**20, (peak, start_rss)
+    for name in names:
+        call("job_remove", name)
+    wait_until(lambda: all(used["testsets_bytes"] == 0 and used["models_loaded"] == []
+                           for used in _members_memory()), 30.0, "every cache emptied")
+
+
+def test_parallel_job_adds_take_exactly_the_job_limit_within_the_admission_budget(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from workloads.inference.coordinator import ADMISSION_BYTES
+    from workloads.inference.options import MAX_JOBS
+
+    running_service(bundle, repeat=1, workers=1)
+
+    def add(index: int) -> str | None:
+        try:
+            call("job_add", f"j{index}", "small_model", "small_testset", "small_label", 50,
+                 timeout_s=120.0)
+        except ServiceError as error:
+            return str(error)
+        return None
+
+    with ThreadPoolExecutor(max_workers=2 * MAX_JOBS) as pool:
+        refusals = list(pool.map(add, range(2 * MAX_JOBS)))
+    accepted = [r for r in refusals if r is None]
+    assert len(accepted) == MAX_JOBS, refusals
+    assert all(r and r.startswith(f"NAME: the service holds {MAX_JOBS} jobs") for r in refusals
+               if r is not None), refusals
+    assert len(call("job_status")["jobs"]) == MAX_JOBS
+    admission = call("members")["admission"]
+    assert admission["jobs_being_added"] == 0 and admission["bytes_in_flight"] == 0
+    assert 0 < admission["most_bytes_in_flight"] <= ADMISSION_BYTES

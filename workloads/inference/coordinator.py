@@ -33,10 +33,12 @@ own check (`options.parse_command`) and returns {"ok": True, ...} or {"ok": Fals
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
 import re
+import resource
 import secrets
 import threading
 import time
@@ -46,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+import numpy as np
 import ray
 from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorError
 
@@ -54,20 +57,18 @@ from vocab.spot import SPOT_RESOURCE
 from workloads.common import ray_private
 from workloads.common.actors import start_actor
 from workloads.common.options import OptionError
-from workloads.common.storage import Storage, open_storage
+from workloads.common.storage import FileTooLarge, Storage, open_storage
 from workloads.inference.endpoint import CommandEndpoint, listen_host, publish_endpoint
-from workloads.inference.files import JOBS_FOLDER, files_storage
+from workloads.inference.files import ADDING_FOLDER, JOBS_FOLDER, files_storage
 from workloads.inference.models import (
+    CHECK_TIMEOUT_S,
     MAX_MODEL_BYTES,
-    PROBE_ROWS,
     ModelFileError,
+    ModelMemoryError,
     Signature,
     array_from_bytes,
-    array_header,
-    array_shape,
-    check_model_bounded,
     first_rows,
-    sha256,
+    npy_header,
     shape_text,
 )
 from workloads.inference.options import (
@@ -77,9 +78,10 @@ from workloads.inference.options import (
     Command,
     parse_command,
 )
+from workloads.inference.runtime import START_TIMEOUT_S, MemoryBudget, check_model_bounded
 from workloads.inference.scheduler import Scheduler, free_places
 from workloads.inference.stats import latency_stats, window_cost, window_rate
-from workloads.inference.worker import InferenceWorker, check_part
+from workloads.inference.worker import InferenceWorker, check_part, started_name
 
 NAMESPACE = "spotburst-inference"
 COORDINATOR_NAME = "coordinator"
@@ -103,8 +105,20 @@ answer goes back and the next sub-job comes out (a round trip each small batch w
 Each is claimed and charged to its job's share when it is handed out, as the first is; a
 worker that dies gives all it held back, each counted as re-run once."""
 MAX_SUB_JOB_DEATHS = 3
-"""Workers a sub-job may take down (out of memory, a crash in the model's runtime) before
-its job fails instead of killing more."""
+"""Times a sub-job may take down the runtime or the worker running it (a crash in the
+model's runtime, a batch that never ends) before its job fails instead of taking more."""
+ADMISSION_BYTES = 1024 * 1024 * 1024
+"""Bytes of job files the coordinator holds at once for job-adds and job-starts being
+checked (each reserves its model's size and its probe's before it reads anything)."""
+PROBE_BYTES = 64 * 1024 * 1024
+"""The most of a test set a check runs the model on: its first --batch-size rows, so a model
+whose memory grows with the batch is refused at job-add, up to this many bytes of rows."""
+HEADER_BYTES = 64 * 1024
+"""Enough of a `.npy` file for its header."""
+CHECKS_AT_ONCE = 2
+"""Model checks (a runtime process each) run at once; others wait for a place."""
+CHECKED_KEPT = 256
+"""Models' checks remembered (by the sha256 of model and probe), oldest forgotten first."""
 FILE_ROLES = ("model", "testset", "labels")
 
 
@@ -119,6 +133,8 @@ class ServiceSettings:
     subjob_timeout_s: float = 60.0
     worker_cpus: float = 1.0
     worker_resource: str | None = SPOT_RESOURCE
+    worker_memory_mb: int = 2048
+    """Each worker's memory limit (MemoryBudget: its runtime process and its test sets)."""
     command_token: str | None = None
     """The CLI's bearer token for the HTTP commands; None: no HTTP endpoint (Ray calls only)."""
     command_host: str | None = None
@@ -153,6 +169,9 @@ class Job:
     duplicates: int = 0
     reran: set[str] = field(default_factory=set)
     """Sub-jobs run again after their worker died, as `<sub-job>.<worker>` (rerun_key)."""
+    deaths: set[str] = field(default_factory=set)
+    """Runtimes and workers a sub-job took down, as `<sub-job>.<worker>.<which>`: only the
+    sub-job that was running is charged, never one queued behind it."""
 
     PERSISTED = ("name", "model", "testset", "labels", "batch_size", "queries", "state",
                  "run_id", "added_at", "started_at", "finished_at", "error", "digests")
@@ -160,6 +179,9 @@ class Job:
     @property
     def reruns(self) -> int:
         return len(self.reran)
+
+    def deaths_of(self, sub_job: int) -> int:
+        return sum(1 for key in self.deaths if key.startswith(f"{sub_job:06d}."))
 
     @property
     def sub_jobs(self) -> int:
@@ -324,8 +346,15 @@ class Coordinator:
                                  self.settings.s3_endpoint)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}
+        self.memory = MemoryBudget.of_mib(self.settings.worker_memory_mb)
         self.checked: dict[tuple[str, str], Signature] = {}
         """Models ONNX Runtime loaded and ran on a probe, by the sha256 of both: checked once."""
+        self.checks = threading.BoundedSemaphore(CHECKS_AT_ONCE)
+        self.adding: dict[str, tuple[str, str, str]] = {}
+        """Jobs being added (their slot reserved before any file is read): name -> files."""
+        self.in_flight_bytes = 0
+        """Bytes of job files reserved by the job-adds and job-starts being checked."""
+        self.most_in_flight_bytes = 0
         self.skipped: dict[str, str] = {}
         """Stored job records that did not pass the checks: name -> why (job-remove them)."""
         self.workers: dict[str, WorkerSlot] = {}
@@ -360,7 +389,7 @@ class Coordinator:
     def _read_json(self, name: str, default: Any, store: Storage | None = None) -> Any:
         try:
             return json.loads((store or self.store).read_bytes(name))
-        except (FileNotFoundError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError):  # missing, not a plain file, not JSON
             return default
 
     def _write_json(self, name: str, document: Any, store: Storage | None = None) -> None:
@@ -387,7 +416,11 @@ class Coordinator:
     def _resume(self) -> None:
         """Jobs from their records (each checked; a bad one is reported and skipped), their
         done sub-jobs, claims and re-runs from the runs' folder (listed once), the live
-        workers; a sub-job a dead worker claimed and did not answer is counted as re-run."""
+        workers; a sub-job a dead worker claimed and did not answer is counted as re-run.
+        Job-adds an earlier incarnation was checking ended with it: their markers go."""
+        adding = self._adding_storage()
+        for marker in adding.names():
+            adding.remove(marker)
         for file in self.records.names():
             name = file.removesuffix(".json")
             try:
@@ -412,6 +445,8 @@ class Coordinator:
                 claims.setdefault(run_id, []).append(claim)
             elif folder == "reruns" and parse_rerun_key(key) is not None:
                 by_run[run_id].reran.add(key)
+            elif folder == "deaths" and parse_rerun_key(key.rpartition(".")[0]) is not None:
+                by_run[run_id].deaths.add(key)
         self._find_workers([worker for run in claims.values() for _, worker in run])
         for name, job in self.jobs.items():
             if job.state == "running":
@@ -427,7 +462,7 @@ class Coordinator:
                         self.orphans.setdefault(worker, []).append(
                             (name, job.run_id, sub_job))
                     else:
-                        self._count_rerun(job, sub_job, worker)
+                        self._lost_with_worker(job, sub_job, worker)
 
     def _find_workers(self, claimants: list[str]) -> None:
         """Every live worker of this service: those `service/workers.json` names and those
@@ -532,9 +567,12 @@ class Coordinator:
             try:
                 handle = start_actor(
                     InferenceWorker, name, self.settings.store, self.settings.s3_endpoint,
+                    self.memory, self.settings.subjob_timeout_s,
                     options={"name": name, "namespace": NAMESPACE, "lifetime": "detached",
                              "num_cpus": self.settings.worker_cpus, "resources": resources,
-                             "max_concurrency": 2})  # pings, holds beside its sub-jobs
+                             # Ray places by it; the worker's runtime enforces it
+                             "memory": self.memory.limit_bytes,
+                             "max_concurrency": 3})  # pings, holds, forgets beside sub-jobs
             except ActorAlreadyExistsError:
                 handle = ray.get_actor(name, namespace=NAMESPACE)
                 print(f"coordinator: took over the running worker {name}", flush=True)
@@ -593,10 +631,13 @@ class Coordinator:
 
     def _time_out(self, now: float) -> None:
         """A hung worker (the original waited forever) is killed; what it held runs again.
-        Its time counts from when its running sub-job began (`since`), not from when the
-        sub-job waiting behind it was handed out."""
+        A worker stops its own runtime at --subjob-timeout and says so; this is for a worker
+        that is itself stuck, after twice that and the runtime's start. Its time counts from
+        when its running sub-job began (`since`), not from when the sub-job waiting behind
+        it was handed out."""
+        hung_after = 2 * self.settings.subjob_timeout_s + START_TIMEOUT_S
         for slot in self.workers.values():
-            if slot.state == "busy" and now - slot.since > self.settings.subjob_timeout_s:
+            if slot.state == "busy" and now - slot.since > hung_after:
                 print(f"coordinator: {slot.name} hung on {slot.job}#{slot.sub_job}; "
                       "killing it", flush=True)
                 ray.kill(slot.handle, no_restart=True)
@@ -619,34 +660,27 @@ class Coordinator:
         flight = self.inflight.pop(ref)
         slot = self.workers[flight.worker]
         job = self.jobs.get(flight.job)
+        current = job is not None and job.run_id == flight.run_id
         try:
             part = ray.get(ref)
         except RayActorError:
             self._worker_died(slot)
-            if job is not None and job.run_id == flight.run_id:
+            if job is not None and current:
                 self.scheduler.charge(job.name, -flight.queries)
                 if job.state == "running" and flight.sub_job not in job.done:
                     job.pending.appendleft(flight.sub_job)
-                    self._count_rerun(job, flight.sub_job, slot.name)
-                    deaths = sum(1 for key in job.reran
-                                 if (parsed := parse_rerun_key(key)) and parsed[0] ==
-                                 flight.sub_job)
-                    if deaths >= MAX_SUB_JOB_DEATHS:
-                        self._fail_job(job, f"sub-job {flight.sub_job}: its worker died "
-                                       f"{deaths} times running it (out of memory, or the "
-                                       "model's runtime crashed)")
+                    self._lost_with_worker(job, flight.sub_job, slot.name)
             return
-        except Exception as error:  # the sub-job itself failed: the job cannot go on
-            slot.release(flight.job, flight.sub_job)
-            slot.since = time.time()
-            if job is not None and job.run_id == flight.run_id:
-                self._fail_job(job, f"sub-job {flight.sub_job}: {_task_error(error)}")
-            return
+        except Exception as error:  # the call itself failed: the job cannot go on
+            part = {"failed": "model", "error": _task_error(error)}
         now = time.time()
         slot.release(flight.job, flight.sub_job)
         slot.since = now  # the sub-job it held next began when this one ended
-        if job is None or job.run_id != flight.run_id:
+        if job is None or not current:
             return  # the job was removed or restarted meanwhile
+        if "failed" in part:
+            self._sub_job_failed(job, flight, part)
+            return
         if flight.sub_job in job.done:
             job.duplicates += 1  # answered before (by an earlier incarnation's worker)
             return
@@ -655,11 +689,33 @@ class Coordinator:
         if len(job.done) == job.sub_jobs and job.state == "running":
             self._finish(job)
 
+    def _sub_job_failed(self, job: Job, flight: InFlight, failure: dict[str, Any]) -> None:
+        """A worker answered that a sub-job got no answer: out of memory or the model cannot
+        answer it (the job fails, saying why), or its runtime died or timed out under it
+        (charged to it alone and run again, until MAX_SUB_JOB_DEATHS)."""
+        error = " ".join(str(failure.get("error")).split())
+        if failure["failed"] == "memory":
+            self._fail_job(job, f"sub-job {flight.sub_job}: out of memory on a batch of "
+                           f"{flight.queries} queries (--batch-size {job.batch_size}): the "
+                           f"worker's runtime may take {self.memory.runtime_bytes // 2**20} "
+                           f"of its {self.settings.worker_memory_mb} MiB "
+                           f"(--worker-memory-mb); {error[:300]}")
+        elif failure["failed"] == "lost" and job.state == "running":
+            self.scheduler.charge(job.name, -flight.queries)
+            job.pending.appendleft(flight.sub_job)
+            self._count_rerun(job, flight.sub_job, flight.worker)
+            self._charge_death(job, flight.sub_job, flight.worker,
+                               f"r{failure.get('runtime_starts', 0)}",
+                               f"its runtime died or ran out of time on a batch of "
+                               f"{flight.queries} queries ({error})")
+        else:
+            self._fail_job(job, f"sub-job {flight.sub_job}: {error}")
+
     def _fail_job(self, job: Job, reason: str) -> None:
         """A running job fails with `reason` (job-status shows it); the others go on."""
         if job.state != "running":
             return
-        failed = dataclasses.replace(job, state="failed", error=" ".join(reason.split())[-300:])
+        failed = dataclasses.replace(job, state="failed", error=" ".join(reason.split())[:600])
         self._save_job(failed)
         job.state, job.error = failed.state, failed.error
         job.pending.clear()
@@ -672,7 +728,37 @@ class Coordinator:
         for name, run_id, sub_job in self.orphans.pop(slot.name, []):
             job = self.jobs.get(name)
             if job is not None and job.run_id == run_id and sub_job not in job.done:
-                self._count_rerun(job, sub_job, slot.name)
+                self._lost_with_worker(job, sub_job, slot.name)
+
+    def _lost_with_worker(self, job: Job, sub_job: int, worker: str) -> None:
+        """`sub_job` runs again because `worker` died holding it; it is charged the death
+        only if the worker had started it (its marker, written before it computes) and not
+        answered it: a sub-job queued behind the one that was running goes free."""
+        self._count_rerun(job, sub_job, worker)
+        try:
+            self.runs.size(started_name(job.run_id, sub_job, worker).removeprefix("jobs/"))
+        except (FileNotFoundError, OSError):
+            return
+        self._charge_death(job, sub_job, worker, "worker",
+                           f"its worker died running it (a batch of {job.batch_size} queries)")
+
+    def _charge_death(self, job: Job, sub_job: int, worker: str, which: str,
+                      what: str) -> None:
+        """A runtime or worker `sub_job` took down, recorded in the store (so the count
+        outlives this incarnation); at MAX_SUB_JOB_DEATHS its job fails."""
+        key = f"{rerun_key(sub_job, worker)}.{which}"
+        if key not in job.deaths:
+            job.deaths.add(key)
+            try:
+                self._write_json(f"{job.run_id}/deaths/{key}", {"at": time.time()}, self.runs)
+            except Exception as error:  # counted here; a later incarnation may miss it
+                print(f"coordinator: recording {job.name}#{sub_job}'s death: "
+                      f"{one_line(error)}", flush=True)
+        deaths = job.deaths_of(sub_job)
+        if deaths >= MAX_SUB_JOB_DEATHS:
+            self._fail_job(job, f"sub-job {sub_job}: {what}, {deaths} times (out of memory "
+                           f"under the worker's {self.settings.worker_memory_mb} MiB, a "
+                           "crash in the model's runtime, or a batch that never ends)")
 
     def _count_rerun(self, job: Job, sub_job: int, worker: str) -> None:
         """`sub_job` runs again because `worker` died holding it: recorded in the store, so
@@ -731,61 +817,131 @@ class Coordinator:
             return _fail(f"{request.method} failed: {type(error).__name__}: {one_line(error)}")
 
     def _job_add(self, request: Command) -> dict[str, Any]:
+        """The job's slot is reserved under the lock before anything is read (parallel
+        job-adds never pass the job limit together), and named in the store while its files
+        are checked, so files-put refuses to replace them meanwhile."""
         assert request.name is not None and request.job is not None
         name, job_options = request.name, request.job
-        model, testset, labels = job_options.files()
+        files = job_options.files()
         with self.lock:
-            if name in self.jobs or name in self.skipped:
+            if name in self.jobs or name in self.skipped or name in self.adding:
                 return _fail(f"job {name!r} already exists (job-remove it first)")
-            if len(self.jobs) + len(self.skipped) >= MAX_JOBS:
+            if len(self.jobs) + len(self.skipped) + len(self.adding) >= MAX_JOBS:
                 return _fail(f"NAME: the service holds {MAX_JOBS} jobs, its most "
                              "(job-remove one first)")
-        checked = self._check_files(model, testset, labels)
-        if isinstance(checked, dict):
-            return checked
-        queries, digests = checked
-        job = Job(name, model, testset, labels, job_options.batch_size, queries,
-                  digests=digests)
-        if job.sub_jobs > MAX_SUB_JOBS:
-            return _fail(f"--batch-size: {queries} queries in batches of "
-                         f"{job.batch_size} make {job.sub_jobs} sub-jobs, more than "
-                         f"{MAX_SUB_JOBS}")
-        with self.lock:
-            if name in self.jobs or name in self.skipped:
-                return _fail(f"job {name!r} already exists (job-remove it first)")
-            self._save_job(job)
-            self.jobs[name] = job
-            return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}
-
-    def _check_files(self, model: str, testset: str,
-                     labels: str) -> tuple[int, dict[str, str]] | dict[str, Any]:
-        """A job's files as job-add and job-start check them: the model loaded and run on the
-        test set's first rows by ONNX Runtime in a child of bounded time and memory, the test
-        set's shape and element type against the model's input, one label per query. The
-        number of queries and each file's sha256, or the refusal (one line naming the file)."""
-        present = set(self.files.names())
-        data: dict[str, bytes] = {}
-        for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
-            if file not in present:
-                return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
-            size = self.files.size(file)
-            limit = MAX_MODEL_BYTES if flag == "--model" else MAX_FILE_BYTES
-            if size > limit:
-                return _fail(f"{flag}: {file!r} has {size} bytes, more than the {limit} "
-                             f"{'a model may take' if flag == '--model' else 'a node holds'}")
-            data[flag] = self.files.read_bytes(file)
-        digests = {role: sha256(data[f"--{role}"]) for role in FILE_ROLES}
+            self.adding[name] = files
+        marker, adding = f"{name}.json", self._adding_storage()
         try:
-            shape, dtype = array_header(data["--testset"], testset, kinds="biuf")
-            truth = array_shape(data["--labels"], labels, kinds="iu")
-            probe = first_rows(data["--testset"], testset, PROBE_ROWS)
-            key = (digests["model"], sha256(f"{probe.dtype}{probe.shape}".encode()
-                                            + probe.tobytes()))
-            signature = self.checked.get(key) or check_model_bounded(data["--model"], model,
-                                                                     probe)
+            adding.write_bytes(marker, json.dumps(dict(zip(FILE_ROLES, files,
+                                                           strict=True))).encode())
+            checked = self._check_files(*files, job_options.batch_size)
+            if isinstance(checked, dict):
+                return checked
+            queries, digests = checked
+            job = Job(name, *files, job_options.batch_size, queries, digests=digests)
+            if job.sub_jobs > MAX_SUB_JOBS:
+                return _fail(f"--batch-size: {queries} queries in batches of "
+                             f"{job.batch_size} make {job.sub_jobs} sub-jobs, more than "
+                             f"{MAX_SUB_JOBS}")
+            with self.lock:
+                self._save_job(job)
+                self.jobs[name] = job
+            return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}
+        finally:
+            with self.lock:
+                del self.adding[name]
+            adding.remove(marker)
+
+    def _adding_storage(self) -> Storage:
+        return open_storage(f"{self.settings.store.rstrip('/')}/{ADDING_FOLDER}",
+                            self.settings.s3_endpoint)
+
+    def _reserve(self, need: int) -> bool:
+        """`need` bytes of the admission budget, if it has them now."""
+        with self.lock:
+            if self.in_flight_bytes + need > ADMISSION_BYTES:
+                return False
+            self.in_flight_bytes += need
+            self.most_in_flight_bytes = max(self.most_in_flight_bytes, self.in_flight_bytes)
+            return True
+
+    def _release(self, need: int) -> None:
+        with self.lock:
+            self.in_flight_bytes -= need
+
+    def _check_files(self, model: str, testset: str, labels: str,
+                     batch_size: int) -> tuple[int, dict[str, str]] | dict[str, Any]:
+        """A job's files as job-add and job-start check them: the model loaded and run on
+        the test set's first --batch-size rows (up to PROBE_BYTES) in the runtime sandbox
+        under a worker's memory limit, the test set's shape and element type against the
+        model's input, one label per query. What is read is reserved first (the model's
+        size and the probe's) and read with that bound; the test set and labels are hashed
+        as they stream by. The number of queries and each file's sha256, or the refusal
+        (one line naming the file)."""
+        limits = {"--model": MAX_MODEL_BYTES,
+                  "--testset": min(MAX_FILE_BYTES, self.memory.testsets_bytes),
+                  "--labels": MAX_FILE_BYTES}
+        sizes: dict[str, int] = {}
+        for flag, file in (("--model", model), ("--testset", testset), ("--labels", labels)):
+            try:
+                sizes[flag] = self.files.size(file)
+            except FileNotFoundError:
+                return _fail(f"{flag}: no file {file!r} in the store (files-ls lists them)")
+            except OSError as error:
+                return _fail(f"{flag}: {file!r}: {one_line(error)}")
+            if sizes[flag] > limits[flag]:
+                holder = {"--model": "a model may take",
+                          "--testset": "a worker holds (a quarter of --worker-memory-mb)",
+                          "--labels": "a node holds"}[flag]
+                return _fail(f"{flag}: {file!r} has {sizes[flag]} bytes, more than the "
+                             f"{limits[flag]} {holder}")
+        probe_size = min(sizes["--testset"], HEADER_BYTES + PROBE_BYTES)
+        need = sizes["--model"] + probe_size + HEADER_BYTES
+        if not self._reserve(need):
+            return _fail(f"the service is checking other jobs' files ({ADMISSION_BYTES} "
+                         "bytes at most at once); try again in a moment")
+        try:
+            return self._read_and_check(model, testset, labels, batch_size, sizes, probe_size)
+        except FileTooLarge as error:
+            return _fail(f"{error}")
+        except FileNotFoundError as error:
+            return _fail(f"a file of the job left the store while it was read: "
+                         f"{one_line(error)}")
+        finally:
+            self._release(need)
+
+    def _read_and_check(self, model: str, testset: str, labels: str, batch_size: int,
+                        sizes: dict[str, int],
+                        probe_size: int) -> tuple[int, dict[str, str]] | dict[str, Any]:
+        model_data = b"".join(self.files.read_chunks(model, sizes["--model"]))
+        digests = {"model": hashlib.sha256(model_data).hexdigest()}
+        starts: dict[str, bytes] = {}
+        for role, file, keep in (("testset", testset, probe_size),
+                                 ("labels", labels, HEADER_BYTES)):
+            digest, kept = hashlib.sha256(), bytearray()
+            for chunk in self.files.read_chunks(file, sizes[f"--{role}"]):
+                digest.update(chunk)
+                if len(kept) < keep:
+                    kept += chunk[:keep - len(kept)]
+            digests[role], starts[role] = digest.hexdigest(), bytes(kept)
+        try:
+            header = npy_header(starts["testset"], sizes["--testset"], testset, kinds="biuf")
+            truth = npy_header(starts["labels"], sizes["--labels"], labels, kinds="iu").shape
+            if header.fortran:
+                return _fail(f"--testset: {testset!r} is stored in Fortran order; save it "
+                             "with np.save(path, np.ascontiguousarray(array))")
+            rows = max(1, min(batch_size, PROBE_BYTES // max(header.row_bytes, 1)))
+            probe = first_rows(starts["testset"], testset, rows, sizes["--testset"])
+            key = (digests["model"], hashlib.sha256(
+                f"{probe.dtype}{probe.shape}".encode() + probe.tobytes()).hexdigest())
+            signature = self._checked_signature(key, model_data, model, probe)
+        except ModelMemoryError as error:
+            return _fail(f"--batch-size: {error}: a worker's runtime may take "
+                         f"{self.memory.runtime_bytes // 2**20} MiB (--worker-memory-mb "
+                         f"{self.settings.worker_memory_mb}); a smaller batch may fit")
         except ModelFileError as error:
             return _fail(str(error))
-        self.checked[key] = signature
+        shape, dtype = header.shape, header.dtype
         if len(shape) < 1 or shape[0] < 1 or signature.accepts(shape, dtype) is not None:
             return _fail(f"--testset: {testset!r} holds {dtype} of shape {shape_text(shape)}; "
                          f"model {model!r} takes {signature.shown()}")
@@ -793,6 +949,25 @@ class Coordinator:
             return _fail(f"--labels: {labels!r} has shape {shape_text(truth)}; the test set "
                          f"has {shape[0]} queries")
         return shape[0], digests
+
+    def _checked_signature(self, key: tuple[str, str], data: bytes, name: str,
+                           probe: np.ndarray) -> Signature:
+        """The model's signature from a check on `probe` (remembered by `key`); at most
+        CHECKS_AT_ONCE run at once, the others wait their turn within the check's bound."""
+        if key in self.checked:
+            return self.checked[key]
+        if not self.checks.acquire(timeout=CHECK_TIMEOUT_S):
+            raise ModelFileError(f"{name}: the service is busy checking other models; try "
+                                 "again in a moment")
+        try:
+            if key not in self.checked:  # checked by another call while this one waited
+                self.checked[key] = check_model_bounded(data, name, probe,
+                                                        memory_bytes=self.memory.runtime_bytes)
+                while len(self.checked) > CHECKED_KEPT:
+                    del self.checked[next(iter(self.checked))]
+            return self.checked[key]
+        finally:
+            self.checks.release()
 
     def _known(self, name: str | None) -> Job | dict[str, Any]:
         if name in self.skipped:
@@ -810,7 +985,7 @@ class Coordinator:
             if job.state == "running":
                 return _fail(f"job {job.name!r} is already running")
         # the files again, outside the lock (a check takes seconds): still as job-add found
-        checked = self._check_files(job.model, job.testset, job.labels)
+        checked = self._check_files(job.model, job.testset, job.labels, job.batch_size)
         if isinstance(checked, dict):
             return _fail(f"job {job.name!r}: {checked['error']}")
         changed = [role for role in FILE_ROLES if checked[1][role] != job.digests.get(role)]
@@ -876,6 +1051,12 @@ class Coordinator:
             self.scheduler.leave(job.name)
             if job.run_id:
                 self._remove_run(job.run_id)
+            still_used = {digest for other in self.jobs.values()
+                          for digest in other.digests.values()}
+            unused = sorted(set(job.digests.values()) - still_used)
+            for slot in self.workers.values():  # their caches drop its files at once
+                if slot.state != "dead" and unused:
+                    slot.handle.forget.remote(unused)
             return {"ok": True, "job": job.name, "removed": True}
 
     def _remove_run(self, run_id: str) -> None:
@@ -926,6 +1107,7 @@ class Coordinator:
             "assigned_workers": assigned,
             "latency": latency_stats(latencies),
             "reruns": job.reruns, "duplicates_discarded": job.duplicates,
+            "deaths": len(job.deaths),
             "error": job.error,
         }
         return output
@@ -940,8 +1122,16 @@ class Coordinator:
                   "labels": node.get("Labels", {}),
                   "cpus": node.get("Resources", {}).get("CPU", 0.0)}
                  for node in ray.nodes()]
+        with self.lock:
+            admission = {"jobs_being_added": len(self.adding),
+                         "bytes_in_flight": self.in_flight_bytes,
+                         "most_bytes_in_flight": self.most_in_flight_bytes,
+                         "budget_bytes": ADMISSION_BYTES}
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"ok": True, "coordinator_incarnation": self.incarnation,
-                "nodes": nodes, "workers": workers}
+                "nodes": nodes, "workers": workers, "admission": admission,
+                "coordinator": {"pid": os.getpid(),
+                                "cpu_s": usage.ru_utime + usage.ru_stime}}
 
     def settings_dict(self) -> dict[str, Any]:
         return {**asdict(self.settings), "command_token": None}  # the token stays private

@@ -20,6 +20,8 @@ from workloads.inference.options import MAX_FILE_BYTES, check_name
 FILES_FOLDER = "files"
 JOBS_FOLDER = "service/jobs"
 """The coordinator's record of each job: <name>.json."""
+ADDING_FOLDER = "service/adding"
+"""The jobs being added, while their files are checked: <name>.json naming the files."""
 
 
 def store_file(name: str) -> str:
@@ -52,10 +54,12 @@ def _name(name: str) -> str:
 
 
 def jobs_using(store: Storage, name: str) -> list[str]:
-    """The jobs whose record in the store names the file `name` as one of theirs."""
+    """The jobs whose record in the store names the file `name` as one of theirs, and those
+    being added with it."""
     using = []
     for file in store.names():
-        if not (file.startswith(f"{JOBS_FOLDER}/") and file.endswith(".json")):
+        folder = file.rpartition("/")[0]
+        if not (folder in (JOBS_FOLDER, ADDING_FOLDER) and file.endswith(".json")):
             continue
         try:
             record = json.loads(store.read_bytes(file))
@@ -63,7 +67,7 @@ def jobs_using(store: Storage, name: str) -> list[str]:
             continue  # a record the coordinator skips, too
         if isinstance(record, dict) and name in (record.get("model"), record.get("testset"),
                                                  record.get("labels")):
-            using.append(file.removeprefix(f"{JOBS_FOLDER}/").removesuffix(".json"))
+            using.append(file.rpartition("/")[2].removesuffix(".json"))
     return sorted(using)
 
 

@@ -20,13 +20,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +47,11 @@ PROBE_ROWS = 2
 
 class ModelFileError(UserError, ValueError):
     """A file in the store is not a model, test set or label array this cluster can read."""
+
+
+class ModelMemoryError(ModelFileError):
+    """ONNX Runtime ran out of the memory its process may take on a batch (the model's
+    memory grows with the batch or with the queries' values)."""
 
 
 def sha256(data: bytes) -> str:
@@ -117,6 +117,12 @@ def read_signature(data: bytes, name: str) -> Signature:
     if opset is None or opset < MIN_OPSET:
         raise ModelFileError(f"{name}: ONNX opset {opset}; the service runs opset "
                              f"{MIN_OPSET} or newer (export with opset_version={MIN_OPSET}+)")
+    outside = external_tensors(model)
+    if outside:
+        more = f", and {len(outside) - 1} more" if len(outside) > 1 else ""
+        raise ModelFileError(f"{name}: {outside[0]} keeps its data outside the model file "
+                             f"(ONNX external data{more}); the service runs self-contained "
+                             "models only (save_as_external_data=False)")
     initialized = {tensor.name for tensor in model.graph.initializer}
     fed = [value for value in model.graph.input if value.name not in initialized]
     if len(fed) != 1:
@@ -139,13 +145,89 @@ def read_signature(data: bytes, name: str) -> Signature:
                      model.graph.output[0].name)
 
 
+def external_tensors(model: Any) -> list[str]:
+    """Every tensor of the model whose bytes live outside the model file (ONNX "external
+    data": a location, offset and length), named by where it sits: initializers and sparse
+    initializers, Constant and other nodes' tensor attributes (sparse too), subgraphs of
+    If/Loop/Scan at any depth, model-local functions (their nodes and attribute defaults),
+    training_info's graphs. Walked here over the proto itself: onnx's own
+    `_get_all_tensors` skips several of these."""
+    from onnx import TensorProto
+
+    found: list[str] = []
+
+    def tensor(value: Any, where: str) -> None:
+        if value.data_location == TensorProto.EXTERNAL or len(value.external_data):
+            found.append(f"{where} {value.name!r}" if value.name else where)
+
+    def sparse(value: Any, where: str) -> None:
+        tensor(value.values, f"{where} (values)")
+        tensor(value.indices, f"{where} (indices)")
+
+    graphs: list[tuple[Any, str]] = [(model.graph, "graph")]
+    nodes: list[tuple[Any, str]] = []
+    for index, function in enumerate(model.functions):
+        where = f"function {function.name or index!r}"
+        nodes += [(node, where) for node in function.node]
+        for attribute in function.attribute_proto:
+            nodes.append((_AttributeHolder(attribute), f"{where} attribute default"))
+    for index, info in enumerate(model.training_info):
+        graphs += [(info.initialization, f"training_info[{index}] initialization"),
+                   (info.algorithm, f"training_info[{index}] algorithm")]
+    while graphs or nodes:
+        if graphs:
+            graph, where = graphs.pop()
+            for value in graph.initializer:
+                tensor(value, f"{where} initializer")
+            for value in graph.sparse_initializer:
+                sparse(value, f"{where} sparse initializer {value.values.name!r}")
+            nodes += [(node, f"{where} node {node.name or node.op_type!r}")
+                      for node in graph.node]
+            continue
+        node, where = nodes.pop()
+        for attribute in node.attribute:
+            at = f"{where} attribute {attribute.name!r}"
+            if attribute.HasField("t"):
+                tensor(attribute.t, at)
+            for value in attribute.tensors:
+                tensor(value, at)
+            if attribute.HasField("sparse_tensor"):
+                sparse(attribute.sparse_tensor, at)
+            for value in attribute.sparse_tensors:
+                sparse(value, at)
+            if attribute.HasField("g"):
+                graphs.append((attribute.g, f"{at} subgraph"))
+            graphs += [(graph, f"{at} subgraph") for graph in attribute.graphs]
+    return found
+
+
+@dataclass(frozen=True)
+class _AttributeHolder:
+    """An attribute on its own, walked as a node's attribute (a function's defaults)."""
+
+    only: Any
+
+    @property
+    def attribute(self) -> list[Any]:
+        return [self.only]
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """An allocation that failed, as Python or ONNX Runtime's native code says it."""
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or "bad_alloc" in text or "allocat" in text
+
+
 def _short(error: BaseException) -> str:
     return " ".join(str(error).split())[:200] or type(error).__name__
 
 
 class OnnxModel:
     """A model in an ONNX Runtime session of `threads` threads (CPU; the CUDA provider
-    first where ONNX Runtime has it)."""
+    first where ONNX Runtime has it), checked first by `read_signature` (self-contained
+    among others) and given the very bytes checked. The session keeps no memory arena and
+    no memory patterns: what a batch allocates goes back when it ends, so a process's
+    memory is its models plus the batch it runs, not the largest batch it ever ran."""
 
     def __init__(self, data: bytes, name: str = "model", threads: int = 1) -> None:
         import onnxruntime as ort
@@ -155,12 +237,17 @@ class OnnxModel:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
         options.log_severity_level = 3
         providers = [provider for provider in ("CUDAExecutionProvider", "CPUExecutionProvider")
                      if provider in ort.get_available_providers()]
         try:
             self.session = ort.InferenceSession(data, options, providers=providers)
         except Exception as error:  # onnxruntime's own exceptions share no public base
+            if _out_of_memory(error):
+                raise ModelMemoryError(f"{name}: ONNX Runtime ran out of memory loading it: "
+                                       f"{_short(error)}") from None
             raise ModelFileError(f"{name}: ONNX Runtime cannot run it: "
                                  f"{_short(error)}") from None
         self.dtype = np.dtype(self.signature.dtype)
@@ -173,6 +260,9 @@ class OnnxModel:
                                       {self.signature.input: batch.astype(self.dtype,
                                                                           copy=False)})[0]
         except Exception as error:  # onnxruntime's own exceptions share no public base
+            if _out_of_memory(error):
+                raise ModelMemoryError(f"{self.name}: ONNX Runtime ran out of memory on a "
+                                       f"batch of {len(batch)}: {_short(error)}") from None
             raise ModelFileError(f"{self.name}: ONNX Runtime failed on a batch of "
                                  f"{len(batch)}: {_short(error)}") from None
         output = np.asarray(output)
@@ -185,69 +275,6 @@ class OnnxModel:
         return np.argmax(output.reshape(len(batch), -1), axis=1).astype(np.int64)
 
 
-def check_model(data: bytes, name: str, probe: np.ndarray) -> Signature:
-    """The model loaded by ONNX Runtime and, when `probe` (a few test set rows) fits its
-    input, run on it: ModelFileError naming what fails. Runs in this process:
-    `check_model_bounded` runs it in a child of bounded time and memory."""
-    model = OnnxModel(data, name)
-    if len(probe) and model.signature.accepts(probe.shape, probe.dtype) is None:
-        model.predict(probe)
-    return model.signature
-
-
-def check_model_bounded(data: bytes, name: str, probe: np.ndarray,
-                        timeout_s: float = CHECK_TIMEOUT_S,
-                        memory_bytes: int = CHECK_MEMORY_BYTES) -> Signature:
-    """`check_model` in a child process limited to `memory_bytes` of address space beside
-    the model and `timeout_s`: a model that would exhaust them is refused, and the caller
-    (the coordinator) is never at risk."""
-    with tempfile.TemporaryDirectory(prefix="spotburst-model-check-") as folder:
-        Path(folder, "model.onnx").write_bytes(data)
-        np.save(Path(folder, "probe.npy"), probe, allow_pickle=False)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-               "OMP_NUM_THREADS": "1"}
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "workloads.inference.models", folder, name,
-                 str(memory_bytes + 2 * len(data))],
-                capture_output=True, text=True, timeout=timeout_s, env=env,
-                stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise ModelFileError(f"{name}: ONNX Runtime did not load and run it within "
-                                 f"{timeout_s:g} s") from None
-    lines = done.stdout.strip().splitlines()
-    try:
-        answer = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):  # killed, or crashed in ONNX Runtime's own code
-        said = _short(RuntimeError(done.stderr.strip()[-300:]))
-        raise ModelFileError(f"{name}: ONNX Runtime failed on it (exit code "
-                             f"{done.returncode}, out of memory or a crash: {said})")
-    if not answer.get("ok"):
-        raise ModelFileError(str(answer.get("error")))
-    signature = answer["signature"]
-    return Signature(signature["input"], signature["dtype"], tuple(signature["shape"]),
-                     signature["output"])
-
-
-def _check_child(folder: str, name: str, memory_bytes: int) -> None:
-    """The child of `check_model_bounded`: one JSON line on stdout."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    try:
-        data = Path(folder, "model.onnx").read_bytes()
-        probe = np.load(Path(folder, "probe.npy"), allow_pickle=False)
-        signature = check_model(data, name, probe)
-        print(json.dumps({"ok": True, "signature": asdict(signature)}), flush=True)
-    except ModelFileError as error:
-        print(json.dumps({"ok": False, "error": str(error)}), flush=True)
-    except MemoryError:
-        print(json.dumps({"ok": False, "error": f"{name}: ONNX Runtime ran out of the "
-                          f"{memory_bytes} bytes a model's check may take"}), flush=True)
-
-
 # --- arrays ---------------------------------------------------------------------------------
 
 
@@ -258,13 +285,13 @@ def array_to_bytes(array: np.ndarray) -> bytes:
 
 
 def array_from_bytes(data: bytes, name: str) -> np.ndarray:
-    """The numeric `.npy` array in `data` (its header checked against its size first)."""
-    array_header(data, name)
-    try:
-        array: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError) as error:
-        raise ModelFileError(f"{name}: not a .npy array ({error})") from None
-    return array
+    """The numeric `.npy` array in `data` (its header checked against its size first), a
+    read-only view of `data` itself: no second copy of a large test set."""
+    header = npy_header(data, len(data), name)
+    array = np.frombuffer(data, header.dtype, math.prod(header.shape), header.offset)
+    if header.fortran:
+        return array.reshape(header.shape[::-1]).T
+    return array.reshape(header.shape)
 
 
 def array_shape(data: bytes, name: str, kinds: str = "biuf") -> tuple[int, ...]:
@@ -274,36 +301,58 @@ def array_shape(data: bytes, name: str, kinds: str = "biuf") -> tuple[int, ...]:
 
 def array_header(data: bytes, name: str,
                  kinds: str = "biuf") -> tuple[tuple[int, ...], np.dtype[Any]]:
-    """The shape and element type of the `.npy` array in `data`, from its header, refused
-    unless the data really holds that many elements (a header can claim anything) and its
-    element kind is one of `kinds` (numpy's: b bool, i/u integers, f floats)."""
-    buffer = io.BytesIO(data)
+    """The shape and element type of the `.npy` array in `data` (npy_header)."""
+    header = npy_header(data, len(data), name, kinds)
+    return header.shape, header.dtype
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    fortran: bool
+    offset: int
+    """Where the array's bytes begin in the file."""
+
+    @property
+    def row_bytes(self) -> int:
+        return math.prod(self.shape[1:]) * self.dtype.itemsize
+
+
+def npy_header(start: bytes, file_size: int, name: str, kinds: str = "biuf") -> NpyHeader:
+    """The header of a `.npy` file of `file_size` bytes from its first bytes (`start`, the
+    whole file or a prefix holding the header), refused unless the file really holds that
+    many elements (a header can claim anything) and its element kind is one of `kinds`
+    (numpy's: b bool, i/u integers, f floats)."""
+    buffer = io.BytesIO(start)
     try:
         version = np.lib.format.read_magic(buffer)
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                        else np.lib.format.read_array_header_2_0)
-        shape, _, dtype = read_header(buffer)
+        shape, fortran, dtype = read_header(buffer)
     except (ValueError, OSError, SyntaxError, EOFError) as error:
         raise ModelFileError(f"{name}: not a .npy array ({error})") from None
     if dtype.hasobject or dtype.kind not in kinds:
         raise ModelFileError(f"{name}: a .npy array of {dtype}; expected "
                              f"{' or '.join(KIND_WORDS[kind] for kind in kinds)}")
     claimed = math.prod(int(size) for size in shape) * dtype.itemsize
-    present = len(data) - buffer.tell()
+    present = file_size - buffer.tell()
     if claimed != present:
         raise ModelFileError(f"{name}: its header claims an array of shape {tuple(shape)} "
                              f"({claimed} bytes) but the file holds {present} bytes after it")
-    return tuple(int(size) for size in shape), dtype
+    return NpyHeader(tuple(int(size) for size in shape), dtype, bool(fortran), buffer.tell())
 
 
-def first_rows(data: bytes, name: str, rows: int) -> np.ndarray:
-    """The first `rows` rows of the `.npy` array in `data`, without reading the rest."""
-    shape, dtype = array_header(data, name)
-    offset = len(data) - math.prod(shape) * dtype.itemsize
-    count = min(rows, shape[0] if shape else 0)
-    row_items = math.prod(shape[1:])
-    array = np.frombuffer(data, dtype, count * row_items, offset)
-    return array.reshape((count, *shape[1:]))
+def first_rows(data: bytes, name: str, rows: int, file_size: int | None = None) -> np.ndarray:
+    """The first `rows` rows of the `.npy` array in `data` (the file, or a prefix of a file
+    of `file_size` bytes that holds them), without reading the rest."""
+    header = npy_header(data, len(data) if file_size is None else file_size, name)
+    count = min(rows, header.shape[0] if header.shape else 0)
+    if header.fortran and count and len(header.shape) > 1:
+        return array_from_bytes(data, name)[:count]  # rows are not contiguous: the whole
+    array = np.frombuffer(data, header.dtype, count * math.prod(header.shape[1:]),
+                          header.offset)
+    return array.reshape((count, *header.shape[1:]))
 
 
 KIND_WORDS = {"b": "booleans", "i": "integers", "u": "unsigned integers", "f": "floats"}
@@ -487,5 +536,3 @@ def write_demo_files(folder: Path, sizes: tuple[str, ...] = ("small", "large"),
     return written
 
 
-if __name__ == "__main__":  # the bounded check's child: FOLDER NAME MEMORY_BYTES
-    _check_child(sys.argv[1], sys.argv[2], int(sys.argv[3]))

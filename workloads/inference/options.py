@@ -28,6 +28,8 @@ MAX_JOBS = 32
 """Jobs the service holds at once (job-remove makes room)."""
 MAX_FILE_BYTES = 512 * 1024 * 1024
 """A model, test set or labels file: what one node holds in memory beside others."""
+HELD_OUT_DIGITS = 450
+"""Queries in the demo's test set before it is repeated (a quarter of scikit-learn's digits)."""
 COMMANDS = ("job_add", "job_start", "job_stop", "job_remove", "job_status", "members")
 
 
@@ -77,6 +79,11 @@ class ServiceOptions:
                                "under results/inference/ on the local lab, the stack's "
                                "bucket on --stack)")
     store_endpoint: str | None = option(None, "S3 endpoint URL of the store (a local S3)")
+    worker_memory_mb: int = option(2048, "each worker's memory limit (MiB), enforced: three "
+                                   "quarters for the process ONNX Runtime runs its models in, "
+                                   "a quarter for the test sets it keeps; a sub-job past it "
+                                   "fails its job, naming memory and the batch size",
+                                   flag="--worker-memory-mb", minimum=512, maximum=65536)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -89,7 +96,8 @@ class ServiceOptions:
         """The coordinator's settings (workloads.inference.coordinator.ServiceSettings)."""
         return {"store": store, "s3_endpoint": self.store_endpoint, "workers": self.workers,
                 "policy": self.policy, "rebalance_s": self.rebalance_s,
-                "window_s": self.window_s, "subjob_timeout_s": self.subjob_timeout_s}
+                "window_s": self.window_s, "subjob_timeout_s": self.subjob_timeout_s,
+                "worker_memory_mb": self.worker_memory_mb}
 
 
 RENAMED = {"--rebalance": "--fair-share-period"}
@@ -130,7 +138,8 @@ JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a
 @dataclass(frozen=True, kw_only=True)
 class DemoOptions:
     dir: str | None = option(None, "local folder to write the files into (required)")
-    repeat: int = option(1, "the held-out digits (450) repeated this often in the test set",
+    repeat: int = option(1, f"the held-out digits ({HELD_OUT_DIGITS}) repeated this often in "
+                         "the test set",
                          minimum=1, maximum=10_000)
 
     def __post_init__(self) -> None:
@@ -198,9 +207,11 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
                              above=0.0)
     jobs: int = option(2, "jobs run at once: the small network and the convolutional one "
-                       "(large; with 3, also the medium network)", minimum=2, maximum=3)
+                       "(large); with 3, also the medium network; with more, copies of the "
+                       "three in turn", minimum=2, maximum=MAX_JOBS)
     batch_size: int = option(100, "queries per sub-job", minimum=1, maximum=MAX_BATCH_SIZE)
-    repeat: int = option(450, "the held-out digits (450) repeated this often per test set",
+    repeat: int = option(450, f"the held-out digits ({HELD_OUT_DIGITS}) repeated this often "
+                         "per test set",
                          minimum=1, maximum=10_000)
     fail_workers: int = option(2, "busy workers killed at the same moment during the run, "
                                "each in the middle of a sub-job (0: none)", minimum=0,
@@ -217,6 +228,11 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
         if self.fail_workers > self.workers:
             raise OptionError("--fail-workers", f"expected at most --workers ({self.workers}), "
                               f"got {self.fail_workers}")
+        sub_jobs = -(-HELD_OUT_DIGITS * self.repeat // self.batch_size)
+        if sub_jobs > MAX_SUB_JOBS:
+            raise OptionError("--batch-size", f"{HELD_OUT_DIGITS * self.repeat} queries per "
+                              f"job (--repeat {self.repeat}) in batches of {self.batch_size} "
+                              f"make {sub_jobs} sub-jobs, more than {MAX_SUB_JOBS}")
 
     def parameters(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,9 +1,20 @@
 """A worker: answers one sub-job at a time (its queries as one batch through the job's ONNX
-model in ONNX Runtime, timed), writes the sub-job's answers to the file store as one part,
-and returns them to the coordinator. Its sub-jobs run in a concurrency group of one thread
-(`run`), so the coordinator can hand it the next sub-job while one runs: the next waits in
-Ray's queue and starts the moment the running one ends. Pings and holds are answered beside
-them, on the actor's other threads.
+model, timed), writes the sub-job's answers to the file store as one part, and returns them
+to the coordinator. Its sub-jobs run in a concurrency group of one thread (`run`), so the
+coordinator can hand it the next sub-job while one runs: the next waits in Ray's queue and
+starts the moment the running one ends. Pings and holds are answered beside them, on the
+actor's other threads.
+
+The model runs in the worker's runtime process (workloads.inference.runtime): its own
+memory limit, an empty folder, no secrets; the worker itself reads the store. Before a
+sub-job computes, the worker records that it started it (`jobs/<run id>/started/<sub-job>.
+<worker>`), so if the worker dies the coordinator charges that sub-job alone, not the one
+queued behind it. A sub-job whose runtime died or ran out of time is answered as such
+(`failed`), charged to it alone, and the runtime starts again for the next.
+
+What a worker keeps is bounded (`MemoryBudget`): test sets (least recently used out first)
+within a quarter of its memory limit, models loaded in the runtime within a quarter of the
+runtime's; `forget` drops a removed job's files at once.
 
 Each answer carries its query's id (its row in the test set), so the merged output can be
 checked id by id against the labels: a query lost or answered twice shows there.
@@ -24,6 +35,8 @@ import json
 import os
 import threading
 import time
+from collections import OrderedDict
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -31,12 +44,29 @@ import ray
 
 from workloads.common.storage import Storage, open_storage
 from workloads.inference.files import store_file
-from workloads.inference.models import ModelFileError, OnnxModel, array_from_bytes, sha256
-from workloads.inference.options import MAX_FILE_BYTES
+from workloads.inference.models import (
+    MAX_MODEL_BYTES,
+    ModelFileError,
+    ModelMemoryError,
+    array_from_bytes,
+    sha256,
+)
+from workloads.inference.runtime import (
+    MemoryBudget,
+    ModelRuntime,
+    RuntimeDied,
+    RuntimeTimedOut,
+    resident_bytes,
+)
 
 
 def part_name(run_id: str, sub_job: int) -> str:
     return f"jobs/{run_id}/parts/{sub_job:06d}.json"
+
+
+def started_name(run_id: str, sub_job: int, worker: str) -> str:
+    """The marker a worker writes before it computes a sub-job."""
+    return f"jobs/{run_id}/started/{sub_job:06d}.{worker}"
 
 
 def check_part(part: Any, run_id: str, sub_jobs: int, batch_size: int,
@@ -94,55 +124,126 @@ class MidSubJobHold:
 
 
 RUN_GROUP = "run"
+FAILURES = ("model", "memory", "lost")
+"""Why a sub-job got no answer: its model cannot answer it (the job fails), it ran out of
+the runtime's memory (the job fails, naming the limit and the batch size), or the runtime
+died or ran out of time under it (charged to it; re-run, up to the coordinator's limit)."""
+
+
+class TestSets:
+    """Test sets by (name, sha256), least recently used out first, within `budget` bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.arrays: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    @property
+    def held(self) -> int:
+        return sum(array.nbytes for array in self.arrays.values())
+
+    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        if key in self.arrays:
+            self.arrays.move_to_end(key)
+            return self.arrays[key]
+        return None
+
+    def make_room(self, size: int) -> None:
+        """Room for `size` more bytes, before they are read."""
+        while self.arrays and self.held + size > self.budget:
+            self.arrays.popitem(last=False)
+
+    def put(self, key: tuple[str, str], array: np.ndarray) -> None:
+        self.make_room(array.nbytes)
+        self.arrays[key] = array
+
+    def forget(self, digests: set[str]) -> None:
+        for key in [key for key in self.arrays if key[1] in digests]:
+            del self.arrays[key]
 
 
 # Ray's stubs leave concurrency_groups out of ray.remote's keywords; Ray takes it
 @ray.remote(max_restarts=0, concurrency_groups={RUN_GROUP: 1})  # type: ignore[call-overload]
 class InferenceWorker:
-    def __init__(self, name: str, store_uri: str, s3_endpoint: str | None) -> None:
+    def __init__(self, name: str, store_uri: str, s3_endpoint: str | None,
+                 memory: MemoryBudget, subjob_timeout_s: float) -> None:
         self.name = name
         self.store: Storage = open_storage(store_uri, s3_endpoint)
-        self.models: dict[tuple[str, str], OnnxModel] = {}
-        self.arrays: dict[tuple[str, str], np.ndarray] = {}
+        self.memory = memory
+        self.runtime = ModelRuntime(memory.runtime_bytes, subjob_timeout_s,
+                                    memory.sessions_bytes)
+        self.testsets = TestSets(memory.testsets_bytes)
+        self.lock = threading.Lock()
+        """Held by a sub-job while it uses the runtime and caches; `forget` takes it too."""
         self.hold = MidSubJobHold()
 
     def ping(self) -> dict[str, Any]:
         context = ray.get_runtime_context()
         return {"name": self.name, "pid": os.getpid(), "node_id": context.get_node_id()}
 
-    def _read(self, name: str, digest: str) -> bytes:
+    def memory_use(self) -> dict[str, Any]:
+        """What the worker holds against its budget: test set bytes, the models loaded in
+        its runtime, and both processes' resident memory."""
+        with self.lock:
+            return {"testsets_bytes": self.testsets.held,
+                    "testsets": [name for name, _ in self.testsets.arrays],
+                    "models_loaded": self.runtime.loaded(),
+                    "worker_rss_bytes": resident_bytes(os.getpid()),
+                    "runtime_rss_bytes": self.runtime.memory(), "budget": asdict(self.memory)}
+
+    def forget(self, digests: list[str]) -> None:
+        """A removed job's models and test sets, dropped (by sha256)."""
+        with self.lock:
+            self.testsets.forget(set(digests))
+            self.runtime.drop(digests)
+
+    def _read(self, name: str, digest: str, limit: int) -> bytes:
         """The file as job-add checked it (its sha256), else ModelFileError: the job fails
         rather than answer from another file of that name."""
         size = self.store.size(store_file(name))
-        if size > MAX_FILE_BYTES:
-            raise ModelFileError(f"{name}: {size} bytes, more than {MAX_FILE_BYTES}")
+        if size > limit:
+            raise ModelFileError(f"{name}: {size} bytes, more than the {limit} a worker "
+                                 "holds")
         data = self.store.read_bytes(store_file(name))
-        if sha256(data) != digest:
+        if len(data) != size or sha256(data) != digest:
             raise ModelFileError(f"{name}: changed in the store since job-add")
         return data
 
-    def _model(self, name: str, digest: str) -> OnnxModel:
-        if (name, digest) not in self.models:
-            self.models[(name, digest)] = OnnxModel(self._read(name, digest), name)
-        return self.models[(name, digest)]
+    def _testset(self, name: str, digest: str) -> np.ndarray:
+        array = self.testsets.get((name, digest))
+        if array is None:
+            self.testsets.make_room(self.store.size(store_file(name)))
+            array = array_from_bytes(self._read(name, digest, self.memory.testsets_bytes),
+                                     name)
+            self.testsets.put((name, digest), array)
+        return array
 
-    def _array(self, name: str, digest: str) -> np.ndarray:
-        if (name, digest) not in self.arrays:
-            self.arrays[(name, digest)] = array_from_bytes(self._read(name, digest), name)
-        return self.arrays[(name, digest)]
+    def _predict(self, name: str, digest: str, batch: np.ndarray) -> tuple[np.ndarray, float]:
+        try:
+            return self.runtime.predict(name, digest, batch)
+        except KeyError:  # not loaded yet, or no more: from the store, checked again there
+            self.runtime.load(name, digest, self._read(name, digest, MAX_MODEL_BYTES))
+            return self.runtime.predict(name, digest, batch)
 
     @ray.method(concurrency_group=RUN_GROUP)
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         """Answer queries [first, first + count) of the task's test set: one ONNX Runtime
-        call on the whole sub-job (a batch), each query's latency that call's time."""
+        call on the whole sub-job (a batch), each query's latency that call's time. The
+        part, or {"failed": one of FAILURES, "error": one line}."""
         began_run = time.perf_counter()
         digests = task["digests"]
-        model = self._model(task["model"], digests["model"])
-        queries = self._array(task["testset"], digests["testset"])[
-            task["first"]:task["first"] + task["count"]]
-        began = time.perf_counter()
-        answers = model.predict(queries)
-        compute = time.perf_counter() - began
+        self.store.write_bytes(started_name(task["run_id"], task["sub_job"], self.name), b"")
+        with self.lock:
+            try:
+                queries = self._testset(task["testset"], digests["testset"])[
+                    task["first"]:task["first"] + task["count"]]
+                answers, compute = self._predict(task["model"], digests["model"], queries)
+            except ModelMemoryError as error:
+                return {"failed": "memory", "error": str(error)}
+            except (RuntimeDied, RuntimeTimedOut) as error:
+                return {"failed": "lost", "error": str(error),
+                        "runtime_starts": self.runtime.starts}
+            except ModelFileError as error:
+                return {"failed": "model", "error": str(error)}
         self.hold.checkpoint(task, len(answers))
         predictions = [int(value) for value in answers]
         ids = list(range(task["first"], task["first"] + len(predictions)))
