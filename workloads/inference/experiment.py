@@ -32,12 +32,24 @@ from workloads.inference.options import InferenceOptions
 from workloads.inference.service import ServiceError, call
 from workloads.inference.stats import delivery, recovery, spread
 
-JOB_SIZES = {2: ("small", "large"), 3: ("small", "medium", "large")}
+COSTS = ("small", "medium", "large")
 SAMPLE_EVERY_S = 1.0
 SPREAD_MIN_SUB_JOBS = 20
+FAIR_TOLERANCE = 1.05
 RUN_TIMEOUT_S = 3600.0
 HOLD_TIMEOUT_S = 30.0
 LATENCY_SAMPLE = 2000
+
+
+def job_sizes(jobs: int) -> dict[str, str]:
+    """Each job's name and the demo model it serves: two jobs the small network and the
+    convolutional one (the costliest), three all three models, more the three in turn (the
+    fourth job `small-2`, and so on: copies of the same models, in jobs of their own)."""
+    if jobs == 2:
+        return {"small": "small", "large": "large"}
+    sizes = [COSTS[index % len(COSTS)] for index in range(jobs)]
+    return {(size if index < len(COSTS) else f"{size}-{index // len(COSTS) + 1}"): size
+            for index, size in enumerate(sizes)}
 
 
 def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> dict[str, Any]:
@@ -47,7 +59,8 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
     if "://" not in store_uri:
         store_uri = str(Path(store_uri).resolve())  # the same folder from every node
     store = open_storage(store_uri, store_endpoint)
-    sizes = JOB_SIZES[options.jobs]
+    jobs = job_sizes(options.jobs)
+    sizes = tuple(dict.fromkeys(jobs.values()))
     show(f"building the {', '.join(sizes)} models on the digits ...")
     bundle = make_bundle(sizes, options.repeat, options.seed)
     for name, data in bundle.files.items():
@@ -56,23 +69,26 @@ def run_experiment(options: InferenceOptions, show: Callable[[str], None]) -> di
                                    "s3_endpoint": store_endpoint})
     show(f"service up: {options.workers} workers, policy {options.policy}, store {store_uri}")
     try:
-        for size in sizes:
-            call("job_add", size, f"{size}_model", f"{size}_testset", f"{size}_label",
+        for name, size in jobs.items():
+            call("job_add", name, f"{size}_model", f"{size}_testset", f"{size}_label",
                  options.batch_size)
         began = time.time()
-        for size in sizes:
-            call("job_start", size)
+        for name in jobs:
+            call("job_start", name)
+        cpu_before = call("members")["coordinator"]
         samples, failures = _watch(options, began, show)
         status = call("job_status")
         final = status["jobs"]
+        cpu_after = call("members")["coordinator"]
     finally:
         service.stop_coordinator()
     failures = with_reruns(store_uri, store_endpoint, final, failures)
-    summary = _summary(options, store, final, samples, failures, began)
+    summary = _summary(options, store, final, samples, failures, began, jobs)
     summary["coordinator_incarnations"] = status["coordinator_incarnation"]
-    latencies = [{"job": size, "latency_ms": 1000.0 * value} for size in sizes
+    summary["coordinator_cpu"] = coordinator_cpu(cpu_before, cpu_after, final)
+    latencies = [{"job": name, "latency_ms": 1000.0 * value} for name in jobs
                  for value in _sample(_latencies(store_uri, store_endpoint,
-                                                 final[size]["run_id"]))]
+                                                 final[name]["run_id"]))]
     writer.add_records("rates", samples)
     writer.add_records("latencies", latencies)
     writer.add_records("failures", failures)
@@ -99,9 +115,7 @@ def _watch(options: InferenceOptions, began: float,
             samples.append({"t": now, "job": name, "rate": job["query_rate"],
                             "processed": job["processed"], "state": job["state"],
                             "share": job["share"], "assigned": len(job["assigned_workers"])})
-        show(f"t={now:5.0f} s " + "  ".join(
-            f"{name} {job['state']} {100 * job['progress']:5.1f} % {job['query_rate']:7.1f} q/s"
-            for name, job in jobs.items()))
+        show(f"t={now:5.0f} s " + progress_line(jobs))
         if all(job["state"] in ("done", "failed") for job in jobs.values()):
             break
         if not all(job["state"] == "running" for job in jobs.values()):
@@ -110,6 +124,20 @@ def _watch(options: InferenceOptions, began: float,
             failures = _inject(options, now, show)
             failed = bool(failures)
     return samples, failures
+
+
+def progress_line(jobs: dict[str, Any]) -> str:
+    """Every job's state, progress and rate; past three jobs, the counts and the spread."""
+    if len(jobs) <= len(COSTS):
+        return "  ".join(f"{name} {job['state']} {100 * job['progress']:5.1f} % "
+                         f"{job['query_rate']:7.1f} q/s" for name, job in jobs.items())
+    states = {state: sum(1 for job in jobs.values() if job["state"] == state)
+              for state in ("running", "done", "failed", "idle")}
+    rates = sorted(job["query_rate"] for job in jobs.values() if job["state"] == "running")
+    shown = (f"; rates {rates[0]:.1f} / {rates[len(rates) // 2]:.1f} / {rates[-1]:.1f} q/s "
+             "(min / median / max)" if rates else "")
+    return f"{len(jobs)} jobs: " + ", ".join(f"{count} {state}" for state, count
+                                             in states.items() if count) + shown
 
 
 def _inject(options: InferenceOptions, now: float,
@@ -243,10 +271,50 @@ def rate_spread(samples: list[dict[str, Any]], options: InferenceOptions) -> dic
             "min_sub_jobs": SPREAD_MIN_SUB_JOBS}
 
 
+def fair_share_windows(samples: list[dict[str, Any]], options: InferenceOptions,
+                       tolerance: float = FAIR_TOLERANCE) -> dict[str, Any]:
+    """Per job, the share of the windows in which it had work where its query rate was
+    within `tolerance` of its fair share (under fair share every running job's fair rate
+    is the same: the mean of the running jobs' rates). A window counts for a job at every
+    sample once every job has run a whole window, while the job is running; nothing is left
+    out: a starved job (rate 0) is a window missed."""
+    started = max((min(row["t"] for row in samples if row["job"] == job
+                       and row["state"] == "running")
+                   for job in {row["job"] for row in samples}), default=0.0)
+    met: dict[str, int] = {}
+    counted: dict[str, int] = {}
+    for t in sorted({row["t"] for row in samples}):
+        running = [row for row in samples if row["t"] == t and row["state"] == "running"]
+        if t < started + options.window_s or not running:
+            continue
+        fair = sum(row["rate"] for row in running) / len(running)
+        for row in running:
+            counted[row["job"]] = counted.get(row["job"], 0) + 1
+            if fair > 0 and row["rate"] > 0 and max(row["rate"] / fair,
+                                                    fair / row["rate"]) <= tolerance:
+                met[row["job"]] = met.get(row["job"], 0) + 1
+    within = {job: met.get(job, 0) / count for job, count in counted.items()}
+    worst = min(within, key=lambda job: within[job], default=None)
+    return {"tolerance": tolerance, "windows": counted, "within": within,
+            "worst_job": worst, "worst_within": within[worst] if worst else None}
+
+
+def coordinator_cpu(before: dict[str, Any], after: dict[str, Any],
+                    final: dict[str, Any]) -> dict[str, Any]:
+    """The coordinator's CPU seconds between the jobs' start and their end, per sub-job it
+    dispatched (None when it restarted between: its count began again)."""
+    dispatched = sum(job["sub_jobs"] + job["reruns"] for job in final.values())
+    same = before["pid"] == after["pid"] and after["cpu_s"] >= before["cpu_s"]
+    seconds = after["cpu_s"] - before["cpu_s"] if same else None
+    return {"cpu_s": seconds, "sub_jobs_dispatched": dispatched,
+            "per_sub_job_ms": (1000.0 * seconds / dispatched
+                               if seconds is not None and dispatched else None)}
+
+
 def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
              samples: list[dict[str, Any]], failures: list[dict[str, Any]],
-             began: float) -> dict[str, Any]:
-    checks = {size: exactly_once(store, job, size) for size, job in final.items()
+             began: float, jobs: dict[str, str]) -> dict[str, Any]:
+    checks = {name: exactly_once(store, job, jobs[name]) for name, job in final.items()
               if job["state"] == "done"}
     makespan = max((row["t"] for row in samples), default=time.time() - began)
     total = sum(job["processed"] for job in final.values())
@@ -254,6 +322,7 @@ def _summary(options: InferenceOptions, store: Storage, final: dict[str, Any],
         "policy": options.policy, "workers": options.workers, "jobs": options.jobs,
         "target": options.target,
         "rate_spread_after_window": rate_spread(samples, options),
+        "fair_share_windows": fair_share_windows(samples, options),
         "throughput_qps": total / makespan if makespan > 0 else None,
         "makespan_s": makespan,
         "jobs_final": {name: {key: job[key] for key in (
