@@ -746,14 +746,7 @@ class Coordinator:
                       what: str) -> None:
         """A runtime or worker `sub_job` took down, recorded in the store (so the count
         outlives this incarnation); at MAX_SUB_JOB_DEATHS its job fails."""
-        key = f"{rerun_key(sub_job, worker)}.{which}"
-        if key not in job.deaths:
-            job.deaths.add(key)
-            try:
-                self._write_json(f"{job.run_id}/deaths/{key}", {"at": time.time()}, self.runs)
-            except Exception as error:  # counted here; a later incarnation may miss it
-                print(f"coordinator: recording {job.name}#{sub_job}'s death: "
-                      f"{one_line(error)}", flush=True)
+        self._mark(job, job.deaths, "deaths", f"{rerun_key(sub_job, worker)}.{which}")
         deaths = job.deaths_of(sub_job)
         if deaths >= MAX_SUB_JOB_DEATHS:
             self._fail_job(job, f"sub-job {sub_job}: {what}, {deaths} times (out of memory "
@@ -763,15 +756,18 @@ class Coordinator:
     def _count_rerun(self, job: Job, sub_job: int, worker: str) -> None:
         """`sub_job` runs again because `worker` died holding it: recorded in the store, so
         the count outlives this incarnation, and named by both, so it is counted once."""
-        key = rerun_key(sub_job, worker)
-        if key in job.reran:
+        self._mark(job, job.reran, "reruns", rerun_key(sub_job, worker))
+
+    def _mark(self, job: Job, marks: set[str], folder: str, key: str) -> None:
+        """`key` into the job's set `marks` and its run's store folder, once."""
+        if key in marks:
             return
-        job.reran.add(key)
+        marks.add(key)
         try:
-            self._write_json(f"{job.run_id}/reruns/{key}", {"at": time.time()}, self.runs)
+            self._write_json(f"{job.run_id}/{folder}/{key}", {"at": time.time()}, self.runs)
         except Exception as error:  # counted here; a later incarnation may miss it
-            print(f"coordinator: recording the re-run {job.name}#{sub_job}: "
-                  f"{one_line(error)}", flush=True)
+            print(f"coordinator: recording {job.name}'s {folder} {key}: {one_line(error)}",
+                  flush=True)
 
     def _finish(self, job: Job) -> None:
         """Merge the parts in order (each answer with its query id), score against the
