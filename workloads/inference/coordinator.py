@@ -1007,12 +1007,13 @@ class Coordinator:
             self._save_job(started)
             self.jobs[job.name] = started
             self.scheduler.admit(job.name)
-            if fresh and job.run_id:
-                self._remove_run(job.run_id)
             if not started.pending:  # every sub-job was answered while it was stopped
                 self._finish(started)
-            return {"ok": True, "job": job.name, "run_id": started.run_id,
-                    "remaining_sub_jobs": len(started.pending)}
+            answer = {"ok": True, "job": job.name, "run_id": started.run_id,
+                      "remaining_sub_jobs": len(started.pending)}
+        if fresh and job.run_id:  # the old run's files, outside the lock
+            self._remove_run(job.run_id)
+        return answer
 
     def _job_stop(self, request: Command) -> dict[str, Any]:
         """Back to idle; what is done stays done, job-start goes on from there."""
@@ -1045,15 +1046,17 @@ class Coordinator:
             self.records.remove(f"{job.name}.json")
             del self.jobs[job.name]
             self.scheduler.leave(job.name)
-            if job.run_id:
-                self._remove_run(job.run_id)
             still_used = {digest for other in self.jobs.values()
                           for digest in other.digests.values()}
             unused = sorted(set(job.digests.values()) - still_used)
-            for slot in self.workers.values():  # their caches drop its files at once
-                if slot.state != "dead" and unused:
-                    slot.handle.forget.remote(unused)
-            return {"ok": True, "job": job.name, "removed": True}
+            workers = [slot.handle for slot in self.workers.values() if slot.state != "dead"]
+        # outside the lock: a run's thousands of files, and a call to every worker, must not
+        # hold up scheduling or the other commands
+        if job.run_id:
+            self._remove_run(job.run_id)
+        for handle in workers if unused else []:  # their caches drop its files at once
+            handle.forget.remote(unused)
+        return {"ok": True, "job": job.name, "removed": True}
 
     def _remove_run(self, run_id: str) -> None:
         try:

@@ -254,7 +254,7 @@ class ModelRuntime:
         """One answer per row of `batch` by the model `name` of `digest` (loaded first), and
         the seconds ONNX Runtime took. KeyError when that model is not loaded (any more)."""
         batch = np.ascontiguousarray(batch)
-        answer, body = self._request(name, {"op": "run", "digest": digest,
+        answer, body = self._request(name, {"op": "run", "digest": digest, "name": name,
                                             "dtype": batch.dtype.str,
                                             "shape": list(batch.shape)}, batch.tobytes())
         if answer.get("missing"):
@@ -395,6 +395,9 @@ def serve(memory_bytes: int, session_bytes: int) -> None:
         except MemoryError:
             answer = {"ok": False, "memory": True, "error": f"out of the {memory_bytes // 2**20}"
                       " MiB of memory ONNX Runtime's process may take"}
+        except Exception as error:  # what a model's output can make of the answer's code
+            answer = {"ok": False, "error": f"{header.get('name', 'the model')}: its answer "
+                      f"cannot be read ({type(error).__name__}: {error})"[:500]}
         _write_frame(stdout, answer, body)
 
 
