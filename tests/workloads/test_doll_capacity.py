@@ -97,18 +97,18 @@ def test_a_falling_capacity_preempts_and_a_rising_one_lets_spot_back() -> None:
     # 1 s ticks at compression 1: capacity 4, then 1, then 3
     trace = CapacityTrace(Path("t.json"), 1.0, (4, 4, 1, 1, 3, 3))
     config = DollOptions(workers=4, k=1, refresh_s=1.0, policies=("static",),
-                         capacity_trace=Path("t.json"), compression=1.0)
+                         capacity_trace=Path("t.json"), compression=1.0, warning_s=None)
     fleet: Any = PlainFleet(4)
     run = PolicyRun("static", config, Servers(fleet, None, None, None, 0.09, trace),
                     say=lambda line: None)
     run.spot = {0, 1, 2, 3}
-    run._update_capacity(0.0)
-    run._grant(0.0)
+    run.update_capacity(0.0)
+    run.grant(0.0)
     run._apply_states(0.0)
     running = []
     for now in range(1, 6):
-        run._bill(float(now))
-        run._step(float(now))
+        run.bill(float(now))
+        run.step(float(now))
         run._apply_states(float(now))
         running.append(sum(slot.up for slot in fleet.slots))
     assert running == [4, 1, 1, 3, 3]
