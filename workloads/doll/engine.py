@@ -11,6 +11,7 @@ in the same order: step the schedule, bill, decide, grant.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
@@ -39,7 +40,7 @@ class AlwaysUp:
         self.up = [True] * workers
 
     def step(self) -> list[bool]:
-        return list(self.up)
+        return self.up  # never changed: the same list
 
 
 class Lookahead:
@@ -75,7 +76,9 @@ class Engine:
         self.policy = make_policy(entry, config)
         self.stand_ins_on = bool(getattr(self.policy, "stand_ins", False))
         self.config = config
+        self.cant_be_late = config.cant_be_late
         self.rates = config.worker_rates()
+        self.rate_tuple = tuple(self.rates)
         self.total_rate = sum(self.rates)
         self.theta0_s = config.work_points / self.total_rate
         self.deadline_s = config.deadline_factor * self.theta0_s
@@ -108,20 +111,32 @@ class Engine:
         self.price = 0.0
         self.preemptions = 0
         self.switches = 0
+        self.decisions = 0
         self.steps = 0
         self.decided_tick = -1
         self.events: list[dict[str, Any]] = []
         self.capacity_rows: list[dict[str, Any]] = []
         self.record_capacity = True
+        self.no_notices: tuple[float | None, ...] = (None,) * workers
+        self.version = 0  # counts the grants: who may produce changed
+        self._seen_version = -1
+        self._billed_key: tuple[int, frozenset[int] | None] = (-1, None)
+        self._counts = (0, 0, 0, 0.0)
+        self._seen_values: tuple[tuple[bool, ...], frozenset[int]] = ((), frozenset())
+        self.next_ready = math.inf  # the earliest launch overhead still running ends then
+        self._tick_now, self._tick = -math.inf, 0
 
     # --- the schedule -----------------------------------------------------------------------
 
     def step(self, now: float) -> None:
         """One preemption-chain step (or capacity tick), then who holds a spot instance."""
-        self.chain_up = self.chains.step()
+        chain_up, capacity = self.chains.step(), self.capacity_now
         self.steps += 1
         self.update_capacity(now)
-        self.grant(now)
+        if chain_up != self.chain_up or capacity != self.capacity_now or self.warning_s > 0 \
+                or self.spot != self.held_spot:
+            self.chain_up = chain_up
+            self.grant(now)
         if self.capacity_now is not None and self.record_capacity:
             self.capacity_rows.append({
                 "policy": self.name, "time_s": round(now, 4),
@@ -129,10 +144,17 @@ class Engine:
                 "spot_running": sum(1 for i in self.granted if i not in self.lost),
             })
 
+    def tick(self, now: float) -> int:
+        """The capacity trace's tick at `now` (the last one asked for is kept)."""
+        if now != self._tick_now:
+            assert self.capacity is not None
+            self._tick_now, self._tick = now, self.capacity.tick_at(now)
+        return self._tick
+
     def update_capacity(self, now: float) -> None:
         if self.capacity is not None:
             try:
-                self.capacity_now = self.capacity.capacity_at(now)
+                self.capacity_now = self.capacity.capacity_of_tick(self.tick(now))
             except TraceEnded as error:
                 raise PolicyFailed(self.failure(now, str(error))) from None
 
@@ -140,6 +162,7 @@ class Engine:
         """Spot up: the chain is up and, under a capacity trace, the worker holds one of the
         instances that exist (over capacity, the newest are preempted); then the notices of
         the losses the lead time can see coming."""
+        self.version += 1
         if self.capacity_now is not None:
             self.granted, preempted = split_capacity(
                 self.capacity_now, sorted(self.spot), self.granted
@@ -200,7 +223,7 @@ class Engine:
         assert self.capacity is not None
         replay, found = self.capacity, []
         held_order = [i for i in self.granted if i in self.held]
-        tick = replay.tick_at(now) + 1
+        tick = self.tick(now) + 1
         while (boundary := replay.tick_start(tick)) <= now + self.warning_s:
             try:
                 count = replay.capacity_of_tick(tick)
@@ -232,7 +255,7 @@ class Engine:
         """Can't Be Late's rule: every launch of an instance (the first, after a preemption,
         or a move between spot and on demand) costs the restart overhead, billed, without
         progress."""
-        if not self.config.cant_be_late:
+        if not self.cant_be_late:
             return
         overhead = self.config.launch_delay_compressed_s
         for index in range(self.config.workers):
@@ -241,6 +264,7 @@ class Engine:
             if kind != self.kind[index]:
                 if kind is not None:
                     self.ready_at[index] = now + overhead
+                    self.next_ready = min(self.next_ready, now + overhead)
                 self.kind[index] = kind
 
     def producing(self, index: int, now: float) -> bool:
@@ -255,11 +279,14 @@ class Engine:
     def next_change_s(self, now: float) -> float | None:
         """The next time after `now` a stand-in starts or a launch overhead ends (when
         `producing` changes without a step); None when none is pending."""
-        delay = self.config.launch_delay_compressed_s
-        times = [asked + delay for asked in self.stand_ins.values() if asked + delay > now]
-        if self.config.cant_be_late:
-            times += [at for at in self.ready_at if at > now]
-        return min(times, default=None)
+        if self.next_ready <= now:
+            self.next_ready = min((at for at in self.ready_at if at > now), default=math.inf)
+        following = self.next_ready
+        if self.stand_ins:
+            delay = self.config.launch_delay_compressed_s
+            following = min([following, *(asked + delay for asked in self.stand_ins.values()
+                                          if asked + delay > now)])
+        return None if following == math.inf else following
 
     # --- billing ----------------------------------------------------------------------------
 
@@ -267,15 +294,19 @@ class Engine:
         """Charge the time since the last bill at the current states and spot price. A
         fallback stand-in is billed from the moment it is asked for (its launch included),
         a launch under Can't Be Late's rules from its start (its overhead included)."""
-        workers, spot, lost = self.config.workers, self.spot, self.lost
-        self.meter.charge_until(
-            until,
-            on_demand=len(self.stand_ins) + workers - len(spot) - len(lost - spot),
-            spot=len(spot),
-            spot_up=sum(1 for i in spot if self.spot_up[i] and i not in lost),
-            spot_rate=sum(self.rates[i] for i in spot),
-            spot_price=self.price,
-        )
+        key = (self.version, frozenset(self.lost) if self.lost else None)
+        if key != self._billed_key:
+            self._billed_key = key
+            workers, spot, lost, up = self.config.workers, self.spot, self.lost, self.spot_up
+            self._counts = (
+                len(self.stand_ins) + workers - len(spot) - len(lost - spot),
+                len(spot),
+                sum(1 for i in spot if up[i] and i not in lost),
+                sum(self.rates[i] for i in spot),
+            )
+        on_demand, spot_count, spot_up, spot_rate = self._counts
+        self.meter.charge_until(until, on_demand=on_demand, spot=spot_count, spot_up=spot_up,
+                                spot_rate=spot_rate, spot_price=self.price)
 
     # --- decisions --------------------------------------------------------------------------
 
@@ -283,18 +314,18 @@ class Engine:
         """Under DOLL's rules: every --adapt-interval (`scheduled`), at a price change and
         when a spot instance, the capacity or a notice changed; under Can't Be Late's: once
         per tick of the capacity trace."""
-        if self.config.cant_be_late:
+        if self.cant_be_late:
             assert self.capacity is not None
-            tick = self.capacity.tick_at(now)
-            return tick > self.decided_tick
+            return self.tick(now) > self.decided_tick
         return scheduled or price_changed or self.availability_changed
 
     def state(self, now: float, price_changed: bool, processed: int,
               observed: tuple[float, ...] | None) -> PolicyState:
         config, reclaim = self.config, self.reclaim_at
+        spot_up, spot = self._seen()
         return PolicyState(
             workers=config.workers,
-            rates=tuple(self.rates),
+            rates=self.rate_tuple,
             time_s=now,
             deadline_s=self.deadline_s,
             batches_done=processed,
@@ -303,30 +334,39 @@ class Engine:
             spot_price=self.price,
             on_demand_price=config.on_demand_price,
             spot_capacity=self.capacity_now,
-            spot_up=tuple(self.spot_up),
-            spot=frozenset(self.spot),
+            spot_up=spot_up,
+            spot=spot,
             price_changed=price_changed,
             observed_rates=observed,
             spot_s=self.meter.spot_s,
             spot_up_s=self.meter.spot_up_s,
             notice_s=tuple(reclaim[i] - now if i in reclaim else None
-                           for i in range(config.workers)) if reclaim
-            else (None,) * config.workers,
+                           for i in range(config.workers)) if reclaim else self.no_notices,
         )
+
+    def _seen(self) -> tuple[tuple[bool, ...], frozenset[int]]:
+        """spot_up and spot as a policy sees them (made again only after a grant)."""
+        if self._seen_version != self.version:
+            self._seen_version = self.version
+            self._seen_values = (tuple(self.spot_up), frozenset(self.spot))
+        return self._seen_values
 
     def decided(self, now: float, answer: Any) -> None:
         """Take the policy's answer (checked: PolicyFailed otherwise) as the spot workers,
         then who holds a spot instance under it."""
+        self.decisions += 1
         try:
             spot = checked_spot_set(answer, self.config.workers)
         except ValueError as error:
             raise PolicyFailed(self.failure(now, str(error))) from None
         if self.capacity is not None:
-            self.decided_tick = self.capacity.tick_at(now)
+            self.decided_tick = self.tick(now)
+        self.availability_changed = False
+        if spot == self.spot and self.warning_s <= 0 and (self.steps or self.spot):
+            return  # nothing changes
         if self.steps or self.spot:
             self.switches += len(spot ^ self.spot)
         self.spot = spot
-        self.availability_changed = False
         self.grant(now)
 
     def decide_here(self, now: float, price_changed: bool, processed: int,

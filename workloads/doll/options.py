@@ -17,7 +17,8 @@ from workloads.common.spot_market.trace import DEFAULT_TRACE
 POLICIES = ("on-demand", "static", "adaptive", "static-paper", "adaptive-paper", "fallback",
             "uniform-progress")
 DEFAULT_POLICIES = ("on-demand", "static", "adaptive")
-PAPER_REFRESH_S = 2.0  # the paper's preemption-chain step, in real seconds
+DEFAULT_COMPRESSION = 2000.0
+"""Trace seconds per second of the run: the paper's authors divide durations by 2000."""
 PREEMPTION_MODES = ("markov", "kill")
 RATE_MODES = ("homogeneous", "heterogeneous")
 
@@ -96,8 +97,8 @@ class DollJob:
         "without prices)", above=0.0,
     )
     compression: float = option(
-        2000.0, "trace seconds replayed per wall-clock second (the trace loops)", above=0.0,
-        maximum=1e7,
+        DEFAULT_COMPRESSION, "trace seconds replayed per wall-clock second (the trace loops)",
+        above=0.0, maximum=1e7,
     )
     refresh_s: float = option(
         0.04,
@@ -306,7 +307,8 @@ class SimOptions(DollJob):
     work_hours: float | None = option(
         None,
         "the job in hours: the all-on-demand fleet's time for the work (θ₀) in trace hours; "
-        "sets --compression to work-hours·3600/θ₀",
+        "sets --compression to work-hours·3600/θ₀ (--adapt-interval keeps the trace time it "
+        "has at the default --compression)",
         above=0.0, maximum=1e6,
     )
     deadline_hours: float | None = option(
@@ -344,6 +346,9 @@ class SimOptions(DollJob):
         if self.work_hours is not None:
             theta0_s = self.work_points / (self.workers * self.rate)
             changes["compression"] = self.work_hours * 3600.0 / theta0_s
+            # the decision interval keeps its length in trace time
+            changes["adapt_interval_s"] = \
+                self.adapt_interval_s * DEFAULT_COMPRESSION / changes["compression"]
         if self.deadline_hours is not None and self.work_hours is not None:
             changes["deadline_factor"] = self.deadline_hours / self.work_hours
         if self.restart_overhead_hours is not None:

@@ -77,6 +77,9 @@ class Builtin:
     """False: never uses spot (no cost bound to report)."""
     report_plan = 0
     """Which plan's probability is reported: the first (0) or the second (1)."""
+    reporting = True
+    """False: no probability is computed (the simulator reports none; its cost grows with
+    the run's length)."""
 
     def __post_init__(self) -> None:
         self.plans = 0
@@ -95,7 +98,7 @@ class Builtin:
                 work: float, time_s: float) -> set[int]:
         """Record this plan's probability of meeting the deadline under the preemption
         model (the configured α, whatever α̂ the plan acted on)."""
-        if self.plans == self.report_plan:
+        if self.plans == self.report_plan and self.reporting:
             down = [not up for up in state.spot_up]
             self.reported = deadline_probability(
                 list(rates), sorted(spot), work, time_s, self.model(self.config.alpha), down,
@@ -211,16 +214,18 @@ class UniformProgress(Builtin):
     """Moved to on demand by the safety net, to the end."""
 
     def decide(self, state: PolicyState) -> Iterable[int]:
-        everyone = set(range(state.workers))
         if self.on_demand is None:
             self.on_demand = set()
-            spot = everyone if self.cheaper(state) else set()
+            self.everyone = frozenset(range(state.workers))
+            self.rate = sum(state.rates)
+            self.d = self.config.launch_delay_compressed_s
+            spot = self.everyone if self.cheaper(state) else set()
             return self.planned(state, state.rates, spot, work(state), time_left(state))
         if not self.cheaper(state):
             return ()
-        d = self.config.launch_delay_compressed_s
+        d = self.d
         idle = idle_spot_workers(state)
-        if time_left(state) < work(state) / sum(state.rates) + 2 * d:
+        if time_left(state) < work(state) / self.rate + 2 * d:
             self.for_good |= idle | self.on_demand
         self.on_demand -= self.for_good
         if self.on_demand and state.batches_done >= uniform_line(state, state.time_s + 2 * d):
@@ -232,7 +237,9 @@ class UniformProgress(Builtin):
             self.on_demand -= set(back)
         if state.batches_done < uniform_line(state, state.time_s):
             self.on_demand |= idle
-        return everyone - self.on_demand - self.for_good
+        if not self.on_demand and not self.for_good:
+            return self.everyone
+        return self.everyone - self.on_demand - self.for_good
 
 
 def uniform_line(state: PolicyState, time_s: float) -> float:
@@ -242,9 +249,10 @@ def uniform_line(state: PolicyState, time_s: float) -> float:
 def idle_spot_workers(state: PolicyState) -> set[int]:
     """Spot workers without a spot instance up (preempted, or beyond the capacity), or
     about to lose theirs (noticed)."""
-    noticed = state.notice_s
-    return {i for i in state.spot
-            if not state.spot_up[i] or noticed and noticed[i] is not None}
+    up, noticed = state.spot_up, state.notice_s
+    if noticed and noticed.count(None) < len(noticed):
+        return {i for i in state.spot if not up[i] or noticed[i] is not None}
+    return {i for i in state.spot if not up[i]}
 
 
 def work(state: PolicyState) -> float:

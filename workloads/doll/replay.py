@@ -46,6 +46,8 @@ class Streams:
         self.arrived = [0.0] * len(rates)
         self.up_s = [0.0] * len(rates)
         self.producing = [False] * len(rates)
+        self.producers: list[int] = []
+        self.enough_seen = False
 
     def set_producing(self, producing: list[bool]) -> None:
         """Who receives data from now on; a worker that stops loses its partial batch,
@@ -55,9 +57,20 @@ class Streams:
                 if was and not now:
                     self.partial[index] = 0.0
         self.producing = producing
+        self.producers = [index for index, on in enumerate(producing) if on]
 
     def advance(self, span_s: float) -> None:
         size, rates, partial = self.batch_size, self.rates, self.partial
+        if not self.keep_backlog:
+            for index in self.producers:
+                points = rates[index] * span_s
+                self.arrived[index] += points
+                self.up_s[index] += span_s
+                total = partial[index] + points
+                batches = int(total // size)
+                self.done += batches
+                partial[index] = total - batches * size
+            return
         for index, producing in enumerate(self.producing):
             if producing:
                 points = rates[index] * span_s
@@ -81,7 +94,7 @@ class Streams:
         if batches <= 0:
             return 0.0
         size, rates, partial = self.batch_size, self.rates, self.partial
-        producing = [i for i, on in enumerate(self.producing) if on]
+        producing = self.producers
         if not producing:
             return math.inf
         if len(producing) == 1:
@@ -103,8 +116,10 @@ class Streams:
 
     def observed(self, homogeneous: bool, prior: float) -> tuple[float, ...] | None:
         """λ̂ as the lab estimates it, once every worker's share of a batch arrived."""
-        if sum(self.arrived) < len(self.rates) * self.batch_size:
-            return None
+        if not self.enough_seen:
+            self.enough_seen = sum(self.arrived) >= len(self.rates) * self.batch_size
+            if not self.enough_seen:
+                return None
         stats: list[tuple[int, float] | None] = [
             (int(points), up) for points, up in zip(self.arrived, self.up_s, strict=True)
         ]
@@ -147,6 +162,7 @@ def replay(entry: str, config: DollJob, prices: PriceTrace,
     Late's rules)."""
     engine = Engine(entry, config, capacity, start)
     engine.record_capacity = False
+    engine.policy.reporting = False  # a built-in's plan probability: not reported here
     return Simulation(engine, config, TraceReplay(prices, config.compression)).run()
 
 
@@ -161,39 +177,42 @@ class Simulation:
         self.prices_known_until = 0.0
         self.observed: tuple[float, ...] | None = None
         self.ticks = 0  # capacity ticks stepped (or chain steps)
+        self.capacity_event = -math.inf  # the next capacity tick that matters
 
     def run(self) -> Outcome:
-        engine, config = self.engine, self.config
+        engine, config, streams = self.engine, self.config, self.streams
+        homogeneous, workers = config.rates == "homogeneous", range(config.workers)
         engine.price = self.prices.price_at(0.0)
         engine.update_capacity(0.0)
         engine.decide_here(0.0, False, 0, None)
-        now, next_status = 0.0, 0.0
+        now, next_status, version, change = 0.0, 0.0, -1, math.inf
         while True:
-            price_changed = self._replay_prices(now)
+            price_changed = self._replay_prices(now) if self.prices.loop_s > 0 else False
             engine.bill(now)
             self._step_schedule(now)
             scheduled = now >= next_status
             if engine.decision_due(now, scheduled, price_changed):
                 if scheduled or price_changed:
-                    self.observed = self.streams.observed(config.rates == "homogeneous",
-                                                          config.rate)
+                    self.observed = streams.observed(homogeneous, config.rate)
                     next_status = now + config.adapt_interval_s
-                processed = config.k * (self.streams.done // config.k)
+                processed = config.k * (streams.done // config.k)
                 engine.decide_here(now, price_changed, processed, self.observed)
-            self.streams.set_producing([engine.producing(i, now)
-                                        for i in range(config.workers)])
-            self.streams.read_backlog()
-            following = self._next_event(now, next_status)
-            finish = now + self.streams.time_to(self.needed - self.streams.done,
-                                                following - now)
+            if engine.version != version or now >= change:
+                version = engine.version
+                streams.set_producing([engine.producing(i, now) for i in workers])
+                streams.read_backlog()
+                pending = engine.next_change_s(now)
+                change = math.inf if pending is None else pending
+            following = self._next_event(now, next_status, change)
+            finish = now + streams.time_to(self.needed - streams.done, following - now)
             if finish <= following:
-                self.streams.advance(finish - now)
+                streams.advance(finish - now)
                 engine.bill(finish)
                 return Outcome(engine, finish)
             if following == math.inf:
                 raise PolicyFailed(engine.failure(now, "no worker receives data and nothing "
                                                        "will change"))
-            self.streams.advance(following - now)
+            streams.advance(following - now)
             now = following
 
     def _replay_prices(self, now: float) -> bool:
@@ -222,51 +241,46 @@ class Simulation:
                 engine.step(now)
                 self.ticks += 1
             return
-        tick = engine.capacity.tick_at(now + 1e-12)
-        if tick != self.ticks or engine.warning_s > 0 or self.config.cant_be_late:
+        tick = engine.tick(now)
+        if tick != self.ticks or engine.warning_s > 0 or self.engine.cant_be_late:
             self.ticks = tick
             engine.step(now)
 
-    def _next_event(self, now: float, next_status: float) -> float:
+    def _next_event(self, now: float, next_status: float, change: float) -> float:
         engine, config = self.engine, self.config
-        times = [next_status if not config.cant_be_late else math.inf]
+        following = change if engine.cant_be_late else min(change, next_status)
         if self.price_changes:
-            times.append(self.price_changes[0][0])
+            following = min(following, self.price_changes[0][0])
         elif self.prices.loop_s > 0:
-            times.append(self.prices_known_until)
-        changing = engine.next_change_s(now)
-        if changing is not None:
-            times.append(changing)
+            following = min(following, self.prices_known_until)
         if engine.capacity is None:
-            times.append((self.ticks + 1) * config.refresh_s)
+            following = min(following, (self.ticks + 1) * config.refresh_s)
         else:
-            times += self._next_capacity_events(now)
-        return max(min(times), now + 1e-12)
+            if now >= self.capacity_event:
+                self.capacity_event = self._next_capacity_event(now)
+            following = min(following, self.capacity_event)
+            notice_at = self.capacity_event - engine.warning_s
+            if engine.warning_s > 0 and notice_at > now:
+                following = min(following, notice_at)
+        return max(following, now + 1e-12)
 
-    def _next_capacity_events(self, now: float) -> list[float]:
+    def _next_capacity_event(self, now: float) -> float:
         """The next tick where the count changes (every tick under Can't Be Late's rules,
-        which decide at each), and the moment its notice is due."""
+        which decide at each)."""
         engine = self.engine
         replay = engine.capacity
         assert replay is not None
-        tick = replay.tick_at(now + 1e-12)
+        tick = engine.tick(now)
+        following = tick + 1
         try:
-            current = replay.capacity_of_tick(tick)
-            following = tick + 1
-            if not self.config.cant_be_late:
+            if not self.engine.cant_be_late:
+                current = replay.capacity_of_tick(tick)
                 limit = following + len(replay.trace.counts)
                 while following < limit and replay.capacity_of_tick(following) == current:
                     following += 1
-            else:
-                replay.capacity_of_tick(following)
         except TraceEnded:
-            return [replay.tick_start(following)]  # the step there fails the run
-        boundary = replay.tick_start(following)
-        times = [boundary]
-        notice_at = boundary - engine.warning_s
-        if engine.warning_s > 0 and notice_at > now + 1e-12:
-            times.append(notice_at)
-        return times
+            pass  # the step there fails the run
+        return replay.tick_start(following)
 
 
 def timed_replay(entry: str, config: DollJob, prices: PriceTrace,

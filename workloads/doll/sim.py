@@ -158,6 +158,7 @@ def run_group(options: SimOptions, prices: PriceTrace, trace: CapacityTrace | No
             "deadline_met": finish_s <= engine.deadline_s,
             "spot_hours": meter.spot_up_s * hours, "on_demand_hours": meter.on_demand_s * hours,
             "switches": engine.switches, "preemptions": engine.preemptions,
+            "decisions": engine.decisions,
             "sim_s": round(wall_s, 6),
         })
     reference = cost_reference(config, on_demand_cost)

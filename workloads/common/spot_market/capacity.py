@@ -121,8 +121,11 @@ class CapacityReplay:
         return self.trace.gap_s / self.compression
 
     def tick_at(self, wall_s: float) -> int:
-        """The tick (counted from the start, not wrapped) that holds at `wall_s`."""
-        return int(max(wall_s, 0.0) * self.compression // self.trace.gap_s)
+        """The tick (counted from the start, not wrapped) that holds at `wall_s` (a tick's
+        start computed in floating point, `tick_start`, is in that tick)."""
+        if wall_s <= 0.0:
+            return 0
+        return int(wall_s * self.compression / self.trace.gap_s + 1e-9)
 
     def capacity_at(self, wall_s: float) -> int:
         return self.capacity_of_tick(self.tick_at(wall_s))

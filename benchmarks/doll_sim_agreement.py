@@ -1,0 +1,162 @@
+"""DOLL's simulator against the lab: the same policies, capacity traces, start points and
+seeds run on Ray actors (run-doll's engine on the wall clock, one fleet per trace) and in
+the simulator (the same engine from event to event), run by run side by side. A run agrees
+when its cost ratio is within 0.03, its finish within 5 % and its deadline met in both or
+missed in both; target: at least 9 runs in 10 agree. A difference is a bug in one of them,
+or an effect the simulator does not model (the exponential gaps between a worker's points,
+the lab's loop taking a capacity change at its next step, Ray's own delays): the table
+shows each run's differences so their size can be read.
+
+    python -m benchmarks.doll_sim_agreement [--capacity-trace A.json ...] [--starts 4]
+        [--seeds 0] [--policy on-demand,fallback,uniform-progress] [--out DIR]
+
+Writes table.md, rows.json and provenance.json to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.doll_cost import prefixed
+from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
+from workloads.common.provenance import provenance, sha256_of
+from workloads.common.ray_session import ray_session
+from workloads.common.spot_market.capacity import load_capacity_trace
+from workloads.common.spot_market.trace import job_prices
+from workloads.doll.experiment import run_policies, start_servers, with_cost_ratios
+from workloads.doll.options import DollJob, DollOptions, SimOptions
+from workloads.doll.sim import run_group, start_points
+
+RATIO_WITHIN = 0.03
+FINISH_WITHIN = 0.05
+AGREEING = 0.9
+DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "examples/doll/traces/zone-b.json"
+
+
+def simulator_options(lab: DollOptions) -> SimOptions:
+    """The simulator's options for a lab run: every value of the job they share."""
+    shared = {spec.name: getattr(lab, spec.name) for spec in fields(DollJob)}
+    assert lab.capacity_trace is not None
+    return SimOptions(**shared, capacity_trace=(lab.capacity_trace,), start=(lab.start or 0,))
+
+
+def measure(base: DollOptions, traces: list[Path], starts: int, seeds: list[int]
+            ) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    prices = job_prices(base.trace, base.zone, base.product, base.spot_price)
+    for path in traces:
+        trace = load_capacity_trace(path, base.capacity_reading)
+        points = start_points(replace(simulator_options(replace(base, capacity_trace=path)),
+                                      start=None, starts=starts), trace)
+        servers = start_servers(base, prices, capacity=trace)
+        try:
+            for start in points:
+                for seed in seeds:
+                    config = replace(base, capacity_trace=path, start=start, seed=seed)
+                    lab = with_cost_ratios(config, run_policies(
+                        config, servers, prefixed(f"  {path.name} start {start} seed {seed}")))
+                    simulated = {row["policy"]: row for row in run_group(
+                        simulator_options(config), prices, trace, start, seed, {})}
+                    for policy, result in lab.items():
+                        rows.append(compare(path.name, start, seed, policy, result,
+                                            simulated[policy]))
+                        print(f"  {path.name} start {start} seed {seed} {policy}: "
+                              f"{'agrees' if rows[-1]['agrees'] else 'DIFFERS'}", flush=True)
+        finally:
+            servers.fleet.shutdown()
+    return rows
+
+
+def compare(trace: str, start: int, seed: int, policy: str, lab: dict[str, Any],
+            sim: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"trace": trace, "start": start, "seed": seed, "policy": policy,
+                           "lab_failed": lab.get("failed"), "sim_failed": sim.get("failed")}
+    if "failed" in lab or sim.get("failed"):
+        return {**row, "agrees": False}
+    ratio = sim["cost_ratio"] - lab["cost_ratio"]
+    finish = sim["finish_s"] / lab["finish_s"] - 1.0
+    return {**row, "lab_cost_ratio": lab["cost_ratio"], "sim_cost_ratio": sim["cost_ratio"],
+            "lab_finish_s": lab["finish_s"], "sim_finish_s": sim["finish_s"],
+            "deadline_s": lab["deadline_s"], "lab_deadline_met": lab["deadline_met"],
+            "sim_deadline_met": sim["deadline_met"], "ratio_difference": ratio,
+            "finish_difference": finish,
+            "agrees": abs(ratio) <= RATIO_WITHIN and abs(finish) <= FINISH_WITHIN
+            and lab["deadline_met"] == sim["deadline_met"]}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| trace | start | seed | policy | cost ratio lab | sim | difference | finish lab "
+             "(s) | sim (s) | difference | deadline met lab / sim | agrees |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "lab_cost_ratio" not in row:
+            lines.append(f"| {row['trace']} | {row['start']} | {row['seed']} | {row['policy']} "
+                         f"| failed: {row['lab_failed'] or row['sim_failed']} |||||||| no |")
+            continue
+        lines.append(
+            f"| {row['trace']} | {row['start']} | {row['seed']} | {row['policy']} | "
+            f"{row['lab_cost_ratio']:.3f} | {row['sim_cost_ratio']:.3f} | "
+            f"{row['ratio_difference']:+.3f} | {row['lab_finish_s']:.2f} | "
+            f"{row['sim_finish_s']:.2f} | {row['finish_difference']:+.1%} | "
+            f"{_yes(row['lab_deadline_met'])} / {_yes(row['sim_deadline_met'])} | "
+            f"{'yes' if row['agrees'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def targets(rows: list[dict[str, Any]]) -> list[Target]:
+    agreeing = sum(1 for row in rows if row["agrees"]) / len(rows)
+    return [Target(f"runs agreeing (cost ratio within {RATIO_WITHIN}, finish within "
+                   f"{FINISH_WITHIN:.0%}, same deadline outcome)", agreeing, AGREEING,
+                   at_most=False)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.doll_sim_agreement",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--capacity-trace", type=Path, nargs="+", default=[DEFAULT_TRACE],
+                        metavar="JSON", help="capacity traces (the spot-traces format, "
+                        "read as counts); default: examples/doll/traces/zone-b.json")
+    parser.add_argument("--starts", type=int, default=4, help="start points on each trace")
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds")
+    parser.add_argument("--policy", default="on-demand,fallback,uniform-progress",
+                        help="comma-separated policies (on-demand is the cost reference)")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    parser.add_argument("--out", type=Path,
+                        default=Path(f"results/benchmarks/doll_sim_agreement/{stamp}"))
+    args = parser.parse_args()
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    base = DollOptions(policies=tuple(args.policy.split(",")),
+                       capacity_trace=args.capacity_trace[0])
+    started = time.monotonic()
+    with ray_session():
+        rows = measure(base, args.capacity_trace, args.starts, seeds)
+    print(f"wall time {time.monotonic() - started:.0f} s")
+    checked = targets(rows)
+    text = "\n\n".join([
+        header(machine()),
+        f"{base.workers} workers, θ/θ₀ {base.deadline_factor}, {base.batches} batches; traces: "
+        + ", ".join(f"{path.name} (sha256 {sha256_of(path)})" for path in args.capacity_trace),
+        table(rows), targets_text(checked)])
+    print(text)
+    write_output(args.out / "table.md", text + "\n")
+    (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
+    document = provenance({**base.parameters(), "starts": args.starts, "seeds": seeds},
+                          {f"capacity_trace {path.name}": path for path in args.capacity_trace},
+                          "local", {"first": seeds[0]})
+    (args.out / "provenance.json").write_text(json.dumps(document, indent=2, default=str))
+    print(f"results: {args.out}")
+    return exit_code(checked)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
