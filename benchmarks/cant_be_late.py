@@ -18,6 +18,7 @@ import importlib.util
 import logging
 import math
 import sys
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +39,22 @@ STRATEGY_HELP = ("a checkout of github.com/andylizf/skynomad-artifact (its "
                  "sky_spot/strategies/rc_cr_threshold.py and rc_threshold.py are used)")
 
 
-def add_checkout_flags(parser: argparse.ArgumentParser) -> None:
+def checkout_parser(module: str, description: str) -> argparse.ArgumentParser:
+    """A benchmark's command line against that simulator: the two checkouts, the 1-node
+    trace, the start points and --out (results/benchmarks/<module>/<timestamp>)."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{module}",
+                                     description=description)
     parser.add_argument("--cant-be-late", type=Path, required=True, metavar="FRONTIER_CS",
                         help=SIMULATOR_HELP)
     parser.add_argument("--uniform-progress", type=Path, required=True,
                         metavar="SKYNOMAD_ARTIFACT", help=STRATEGY_HELP)
+    parser.add_argument("--trace", type=Path, required=True,
+                        help="a 1-node availability trace of spot-traces (read as 1 = no "
+                        "spot, as Can't Be Late's simulator reads it)")
+    parser.add_argument("--starts", type=int, default=10, help="start points spread over it")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    parser.add_argument("--out", type=Path, default=Path(f"results/benchmarks/{module}/{stamp}"))
+    return parser
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,9 @@ with the size of each difference. Writes table.md, rows.json and provenance.json
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +27,8 @@ from benchmarks.cant_be_late import (
     DEADLINE_HOURS,
     OVERHEAD_HOURS,
     WORK_HOURS,
-    add_checkout_flags,
     cbl_runs,
+    checkout_parser,
     doll_job,
     load_simulator,
 )
@@ -102,17 +100,7 @@ def targets(rows: list[dict[str, Any]]) -> list[Target]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.doll_cbl_check",
-                                     description=__doc__.splitlines()[0])
-    add_checkout_flags(parser)
-    parser.add_argument("--trace", type=Path, required=True,
-                        help="a 1-node availability trace of spot-traces (read as 1 = no "
-                        "spot)")
-    parser.add_argument("--starts", type=int, default=10, help="start points spread over it")
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    parser.add_argument("--out", type=Path,
-                        default=Path(f"results/benchmarks/doll_cbl_check/{stamp}"))
-    args = parser.parse_args()
+    args = checkout_parser("doll_cbl_check", __doc__.splitlines()[0]).parse_args()
     rows = measure(args.trace, args.starts, args.cant_be_late, args.uniform_progress)
     checked = targets(rows)
     text = "\n\n".join([

@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cant_be_late import add_checkout_flags, cbl_runs, doll_job, load_simulator
+from benchmarks.cant_be_late import cbl_runs, checkout_parser, doll_job, load_simulator
 from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
 from workloads.common.spot_market.capacity import CapacityTrace
 from workloads.common.spot_market.trace import PriceTrace
@@ -181,19 +181,10 @@ def targets(rows: list[dict[str, Any]]) -> list[Target]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.doll_sim_speed",
-                                     description=__doc__.splitlines()[0])
-    add_checkout_flags(parser)
-    parser.add_argument("--trace", type=Path, required=True,
-                        help="a 1-node availability trace of spot-traces (read as 1 = no "
-                        "spot, as Can't Be Late's simulator reads it)")
+    parser = checkout_parser("doll_sim_speed", __doc__.splitlines()[0])
     parser.add_argument("--multi-node-trace", type=Path, required=True,
                         help="a 16-node availability trace of spot-traces (counts)")
-    parser.add_argument("--starts", type=int, default=10, help="start points on each trace")
     parser.add_argument("--repeat", type=int, default=3, help="repeats; the fastest counts")
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    parser.add_argument("--out", type=Path,
-                        default=Path(f"results/benchmarks/doll_sim_speed/{stamp}"))
     args = parser.parse_args()
     rows = measure(args)
     checked = targets(rows)

@@ -326,6 +326,9 @@ def load_policy_class(path: Path, class_name: str) -> type:
 
 def checked_spot_set(chosen: Any, workers: int) -> set[int]:
     """The decision as a set of worker indices, or ValueError saying what is wrong."""
+    if type(chosen) in (set, frozenset) and all(type(i) is int for i in chosen) \
+            and (not chosen or 0 <= min(chosen) and max(chosen) < workers):
+        return set(chosen)  # the common answer, checked at once
     if isinstance(chosen, str | bytes) or not isinstance(chosen, Iterable):
         raise ValueError(f"decide returned {type(chosen).__name__}, not a collection of "
                          f"worker indices")
