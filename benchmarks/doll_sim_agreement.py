@@ -5,10 +5,13 @@ when its cost ratio is within 0.03, its finish within 5 % and its deadline met i
 missed in both; target: at least 9 runs in 10 agree. A difference is a bug in one of them,
 or an effect the simulator does not model (the exponential gaps between a worker's points,
 the lab's loop taking a capacity change at its next step, Ray's own delays): the table
-shows each run's differences so their size can be read.
+shows each run's differences so their size can be read. Each lab run is made --lab-repeats
+times: how far the lab is from itself, under the same tolerances, is the floor of what any
+simulator can agree with.
 
     python -m benchmarks.doll_sim_agreement [--capacity-trace A.json ...] [--starts 4]
-        [--seeds 0] [--policy on-demand,fallback,uniform-progress] [--out DIR]
+        [--seeds 0] [--policy on-demand,fallback,uniform-progress] [--lab-repeats 2]
+        [--out DIR]
 
 Writes table.md, rows.json and provenance.json to --out.
 """
@@ -46,8 +49,8 @@ def simulator_options(lab: DollOptions) -> SimOptions:
     return SimOptions(**shared, capacity_trace=(lab.capacity_trace,), start=(lab.start or 0,))
 
 
-def measure(base: DollOptions, traces: list[Path], starts: int, seeds: list[int]
-            ) -> list[dict[str, Any]]:
+def measure(base: DollOptions, traces: list[Path], starts: int, seeds: list[int],
+            repeats: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     prices = job_prices(base.trace, base.zone, base.product, base.spot_price)
     for path in traces:
@@ -59,15 +62,21 @@ def measure(base: DollOptions, traces: list[Path], starts: int, seeds: list[int]
             for start in points:
                 for seed in seeds:
                     config = replace(base, capacity_trace=path, start=start, seed=seed)
-                    lab = with_cost_ratios(config, run_policies(
-                        config, servers, prefixed(f"  {path.name} start {start} seed {seed}")))
+                    where = f"{path.name} start {start} seed {seed}"
+                    labs = [with_cost_ratios(config, run_policies(
+                        config, servers, prefixed(f"  {where} lab run {repeat + 1}")))
+                        for repeat in range(repeats)]
                     simulated = {row["policy"]: row for row in run_group(
                         simulator_options(config), prices, trace, start, seed, {})}
-                    for policy, result in lab.items():
-                        rows.append(compare(path.name, start, seed, policy, result,
-                                            simulated[policy]))
-                        print(f"  {path.name} start {start} seed {seed} {policy}: "
-                              f"{'agrees' if rows[-1]['agrees'] else 'DIFFERS'}", flush=True)
+                    for policy, result in labs[0].items():
+                        row = compare(path.name, start, seed, policy, result,
+                                      simulated[policy])
+                        row["lab_again"] = [compare(path.name, start, seed, policy, result,
+                                                    again[policy])
+                                            for again in labs[1:]]
+                        rows.append(row)
+                        print(f"  {where} {policy}: "
+                              f"{'agrees' if row['agrees'] else 'DIFFERS'}", flush=True)
         finally:
             servers.fleet.shutdown()
     return rows
@@ -92,12 +101,18 @@ def compare(trace: str, start: int, seed: int, policy: str, lab: dict[str, Any],
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| trace | start | seed | policy | cost ratio lab | sim | difference | finish lab "
-             "(s) | sim (s) | difference | deadline met lab / sim | agrees |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(s) | sim (s) | difference | deadline met lab / sim | agrees | the lab again: "
+             "cost ratio, finish, within the tolerances |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
+        again = "; ".join(
+            f"{other['ratio_difference']:+.3f}, {other['finish_difference']:+.1%}, "
+            f"{'yes' if other['agrees'] else 'NO'}" for other in row.get("lab_again", [])
+            if "ratio_difference" in other) or "-"
         if "lab_cost_ratio" not in row:
             lines.append(f"| {row['trace']} | {row['start']} | {row['seed']} | {row['policy']} "
-                         f"| failed: {row['lab_failed'] or row['sim_failed']} |||||||| no |")
+                         f"| failed: {row['lab_failed'] or row['sim_failed']} |||||||| no | "
+                         f"{again} |")
             continue
         lines.append(
             f"| {row['trace']} | {row['start']} | {row['seed']} | {row['policy']} | "
@@ -105,7 +120,12 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{row['ratio_difference']:+.3f} | {row['lab_finish_s']:.2f} | "
             f"{row['sim_finish_s']:.2f} | {row['finish_difference']:+.1%} | "
             f"{_yes(row['lab_deadline_met'])} / {_yes(row['sim_deadline_met'])} | "
-            f"{'yes' if row['agrees'] else 'NO'} |")
+            f"{'yes' if row['agrees'] else 'NO'} | {again} |")
+    pairs = [other for row in rows for other in row.get("lab_again", [])]
+    if pairs:
+        same = sum(1 for other in pairs if other["agrees"])
+        lines += ["", f"The lab against itself (a repeated run against the first, the same "
+                  f"tolerances): {same} of {len(pairs)} within them."]
     return "\n".join(lines)
 
 
@@ -130,6 +150,9 @@ def main() -> int:
     parser.add_argument("--seeds", default="0", help="comma-separated seeds")
     parser.add_argument("--policy", default="on-demand,fallback,uniform-progress",
                         help="comma-separated policies (on-demand is the cost reference)")
+    parser.add_argument("--lab-repeats", type=int, default=2,
+                        help="lab runs of each policy, start and seed (the first is compared "
+                        "with the simulator, the others with the first)")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     parser.add_argument("--out", type=Path,
                         default=Path(f"results/benchmarks/doll_sim_agreement/{stamp}"))
@@ -139,7 +162,7 @@ def main() -> int:
                        capacity_trace=args.capacity_trace[0])
     started = time.monotonic()
     with ray_session():
-        rows = measure(base, args.capacity_trace, args.starts, seeds)
+        rows = measure(base, args.capacity_trace, args.starts, seeds, args.lab_repeats)
     print(f"wall time {time.monotonic() - started:.0f} s")
     checked = targets(rows)
     text = "\n\n".join([
@@ -150,7 +173,8 @@ def main() -> int:
     print(text)
     write_output(args.out / "table.md", text + "\n")
     (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
-    document = provenance({**base.parameters(), "starts": args.starts, "seeds": seeds},
+    document = provenance({**base.parameters(), "starts": args.starts, "seeds": seeds,
+                           "lab_repeats": args.lab_repeats},
                           {f"capacity_trace {path.name}": path for path in args.capacity_trace},
                           "local", {"first": seeds[0]})
     (args.out / "provenance.json").write_text(json.dumps(document, indent=2, default=str))
