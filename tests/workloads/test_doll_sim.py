@@ -242,3 +242,16 @@ def test_a_failing_policy_fails_its_own_rows_and_the_others_go_on(tmp_path: Path
     assert set(document["inputs"]) == {"capacity_trace a.json", "capacity_trace b.json",
                                        "policy_file"}
     assert len(document["inputs"]["capacity_trace a.json"]["sha256"]) == 64
+
+
+def test_a_fixed_spot_price_replaces_the_price_trace_in_the_lab_too() -> None:
+    from workloads.common.spot_market.trace import TraceReplay
+    from workloads.doll.experiment import check_inputs
+    from workloads.doll.options import DollOptions
+
+    prices, _ = check_inputs(DollOptions(spot_price=0.5))
+    replay = TraceReplay(prices, 2000.0)
+    assert [replay.price_at(t) for t in (0.0, 10.0, 1e6)] == [0.5, 0.5, 0.5]
+    assert replay.changes_between(0.0, 1e6) == []
+    parameters = DollOptions(spot_price=0.5).parameters()
+    assert parameters["spot_price"] == 0.5 and "zone" not in parameters
