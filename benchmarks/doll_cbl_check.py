@@ -16,7 +16,6 @@ with the size of each difference. Writes table.md, rows.json and provenance.json
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from dataclasses import replace
@@ -32,7 +31,7 @@ from benchmarks.cant_be_late import (
     doll_job,
     load_simulator,
 )
-from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
+from benchmarks.report import Target, finish
 from workloads.common.provenance import provenance, sha256_of
 from workloads.doll.replay import replay
 from workloads.doll.sim import check_sim_inputs, start_points
@@ -102,23 +101,14 @@ def targets(rows: list[dict[str, Any]]) -> list[Target]:
 def main() -> int:
     args = checkout_parser("doll_cbl_check", __doc__.splitlines()[0]).parse_args()
     rows = measure(args.trace, args.starts, args.cant_be_late, args.uniform_progress)
-    checked = targets(rows)
-    text = "\n\n".join([
-        header(machine()),
-        f"Can't Be Late's job: {WORK_HOURS:g} h of work, {DEADLINE_HOURS:g} h deadline, "
-        f"{OVERHEAD_HOURS:g} h restart overhead, one worker, on {args.trace.name} (sha256 "
-        f"{sha256_of(args.trace)}), {len(rows)} start points",
-        table(rows), targets_text(checked)])
-    print(text)
-    write_output(args.out / "table.md", text + "\n")
-    (args.out / "rows.json").write_text(json.dumps(rows, indent=2))
     document = provenance({"starts": args.starts, "work_hours": WORK_HOURS,
                            "deadline_hours": DEADLINE_HOURS, "overhead_hours": OVERHEAD_HOURS},
                           {"trace": args.trace}, "local", {"seed": 0})
-    (args.out / "provenance.json").write_text(json.dumps(document, indent=2))
-    print(f"results: {args.out}")
-    return exit_code(checked)
-
+    return finish(args.out, [
+        f"Can't Be Late's job: {WORK_HOURS:g} h of work, {DEADLINE_HOURS:g} h deadline, "
+        f"{OVERHEAD_HOURS:g} h restart overhead, one worker, on {args.trace.name} (sha256 "
+        f"{sha256_of(args.trace)}), {len(rows)} start points", table(rows)],
+        rows, targets(rows), document)
 
 if __name__ == "__main__":
     sys.exit(main())

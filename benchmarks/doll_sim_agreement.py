@@ -19,7 +19,6 @@ Writes table.md, rows.json and provenance.json to --out.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import fields, replace
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.doll_cost import prefixed
-from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
+from benchmarks.report import Target, finish
 from workloads.common.provenance import provenance, sha256_of
 from workloads.common.ray_session import ray_session
 from workloads.common.spot_market.capacity import load_capacity_trace
@@ -164,23 +163,14 @@ def main() -> int:
     with ray_session():
         rows = measure(base, args.capacity_trace, args.starts, seeds, args.lab_repeats)
     print(f"wall time {time.monotonic() - started:.0f} s")
-    checked = targets(rows)
-    text = "\n\n".join([
-        header(machine()),
-        f"{base.workers} workers, θ/θ₀ {base.deadline_factor}, {base.batches} batches; traces: "
-        + ", ".join(f"{path.name} (sha256 {sha256_of(path)})" for path in args.capacity_trace),
-        table(rows), targets_text(checked)])
-    print(text)
-    write_output(args.out / "table.md", text + "\n")
-    (args.out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
     document = provenance({**base.parameters(), "starts": args.starts, "seeds": seeds,
                            "lab_repeats": args.lab_repeats},
                           {f"capacity_trace {path.name}": path for path in args.capacity_trace},
                           "local", {"first": seeds[0]})
-    (args.out / "provenance.json").write_text(json.dumps(document, indent=2, default=str))
-    print(f"results: {args.out}")
-    return exit_code(checked)
-
+    return finish(args.out, [
+        f"{base.workers} workers, θ/θ₀ {base.deadline_factor}, {base.batches} batches; traces: "
+        + ", ".join(f"{path.name} (sha256 {sha256_of(path)})" for path in args.capacity_trace),
+        table(rows)], rows, targets(rows), document)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,7 +26,6 @@ fastest repeat of each counts. Writes table.md and rows.json to --out.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cant_be_late import cbl_runs, checkout_parser, doll_job, load_simulator
-from benchmarks.report import Target, exit_code, header, machine, targets_text, write_output
+from benchmarks.report import Target, finish
 from workloads.common.spot_market.capacity import CapacityTrace
 from workloads.common.spot_market.trace import PriceTrace
 from workloads.doll.options import SimOptions
@@ -187,18 +186,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="repeats; the fastest counts")
     args = parser.parse_args()
     rows = measure(args)
-    checked = targets(rows)
-    text = "\n\n".join([header(machine()),
-                        f"Traces: {args.trace.name} (1 worker), {args.multi_node_trace.name} "
-                        f"({', '.join(map(str, FLEETS))} workers); {args.starts} start points; "
-                        f"CPU time of one core, fastest of {args.repeat} repeats",
-                        table(rows), targets_text(checked)])
-    print(text)
-    write_output(args.out / "table.md", text + "\n")
-    (args.out / "rows.json").write_text(json.dumps(rows, indent=2))
-    print(f"results: {args.out}")
-    return exit_code(checked)
-
+    return finish(args.out, [
+        f"Traces: {args.trace.name} (1 worker), {args.multi_node_trace.name} "
+        f"({', '.join(map(str, FLEETS))} workers); {args.starts} start points; CPU time of "
+        f"one core, fastest of {args.repeat} repeats", table(rows)], rows, targets(rows))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -109,6 +109,8 @@ class Engine:
         self.spot: set[int] = set()
         self.meter = Meter(config.on_demand_price)
         self.price = 0.0
+        self.price_changes: list[tuple[float, float]] = []  # (time, price) fetched, to come
+        self.prices_known_until = 0.0
         self.preemptions = 0
         self.switches = 0
         self.decisions = 0
@@ -288,7 +290,27 @@ class Engine:
                                           if asked + delay > now)])
         return None if following == math.inf else following
 
-    # --- billing ----------------------------------------------------------------------------
+    # --- prices and billing -----------------------------------------------------------------
+
+    def price_window(self, now: float) -> tuple[float, float] | None:
+        """The next span of the price trace to fetch changes in, once `now` reached the end
+        of what is known (a deadline's worth at a time); None while it has not."""
+        if now < self.prices_known_until:
+            return None
+        start, self.prices_known_until = \
+            self.prices_known_until, self.prices_known_until + self.deadline_s
+        return start, self.prices_known_until
+
+    def take_prices(self, now: float) -> bool:
+        """Bill up to each price change fetched for by now and take the new price; True
+        when the price differs from before."""
+        changed = False
+        while self.price_changes and self.price_changes[0][0] <= now:
+            at, price = self.price_changes.pop(0)
+            self.bill(at)
+            changed = changed or price != self.price
+            self.price = price
+        return changed
 
     def bill(self, until: float) -> None:
         """Charge the time since the last bill at the current states and spot price. A

@@ -57,8 +57,6 @@ class PolicyRun(Engine):
         self.fleet = servers.fleet
         self.say = say
         self.observed: tuple[float, ...] | None = None
-        self.price_changes: list[tuple[float, float]] = []
-        self.prices_known_until = 0.0
         self.reported_tenths = -1
         self.processed = 0
         self.timeline: list[dict[str, Any]] = []
@@ -126,21 +124,11 @@ class PolicyRun(Engine):
         return time.monotonic() - self.start
 
     async def _replay_prices(self, now: float) -> bool:
-        """Bill up to each price change replayed by now and take the new price; True when
-        the price differs from before."""
-        if now >= self.prices_known_until:
-            window_end = self.prices_known_until + self.deadline_s
-            self.price_changes += await self.servers.price_server.changes_between.remote(
-                self.prices_known_until, window_end
-            )
-            self.prices_known_until = window_end
-        changed = False
-        while self.price_changes and self.price_changes[0][0] <= now:
-            at, price = self.price_changes.pop(0)
-            self.bill(at)
-            changed = changed or price != self.price
-            self.price = price
-        return changed
+        """The price server's changes up to now, taken by the engine (True: it changed)."""
+        window = self.price_window(now)
+        if window is not None:
+            self.price_changes += await self.servers.price_server.changes_between.remote(*window)
+        return self.take_prices(now)
 
     # --- decisions ------------------------------------------------------------------------
 

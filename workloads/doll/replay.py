@@ -47,6 +47,7 @@ class Streams:
         self.up_s = [0.0] * len(rates)
         self.producing = [False] * len(rates)
         self.producers: list[int] = []
+        self.waiting: list[int] = []
         self.enough_seen = False
 
     def set_producing(self, producing: list[bool]) -> None:
@@ -58,29 +59,20 @@ class Streams:
                     self.partial[index] = 0.0
         self.producing = producing
         self.producers = [index for index, on in enumerate(producing) if on]
+        self.waiting = [index for index, on in enumerate(producing) if not on]
 
     def advance(self, span_s: float) -> None:
         size, rates, partial = self.batch_size, self.rates, self.partial
-        if not self.keep_backlog:
-            for index in self.producers:
-                points = rates[index] * span_s
-                self.arrived[index] += points
-                self.up_s[index] += span_s
-                total = partial[index] + points
-                batches = int(total // size)
-                self.done += batches
-                partial[index] = total - batches * size
-            return
-        for index, producing in enumerate(self.producing):
-            if producing:
-                points = rates[index] * span_s
-                self.arrived[index] += points
-                self.up_s[index] += span_s
-                total = partial[index] + points
-                batches = int(total // size)
-                self.done += batches
-                partial[index] = total - batches * size
-            elif self.keep_backlog:
+        for index in self.producers:
+            points = rates[index] * span_s
+            self.arrived[index] += points
+            self.up_s[index] += span_s
+            total = partial[index] + points
+            batches = int(total // size)
+            self.done += batches
+            partial[index] = total - batches * size
+        if self.keep_backlog:
+            for index in self.waiting:
                 partial[index] += rates[index] * span_s  # kept for whoever reads it next
 
     def read_backlog(self) -> None:
@@ -173,8 +165,6 @@ class Simulation:
         self.prices = prices
         self.streams = Streams(engine.rates, config.batch_size, engine.stand_ins_on)
         self.needed = config.k * -(-config.batches // config.k)
-        self.price_changes: list[tuple[float, float]] = []
-        self.prices_known_until = 0.0
         self.observed: tuple[float, ...] | None = None
         self.ticks = 0  # capacity ticks stepped (or chain steps)
         self.capacity_event = -math.inf  # the next capacity tick that matters
@@ -216,20 +206,12 @@ class Simulation:
             now = following
 
     def _replay_prices(self, now: float) -> bool:
-        """As the lab: bill up to each price change by now and take the new price."""
+        """As the lab: the trace's changes up to now, taken by the engine."""
         engine = self.engine
-        if now >= self.prices_known_until:
-            window_end = self.prices_known_until + engine.deadline_s
-            self.price_changes += self.prices.changes_between(self.prices_known_until,
-                                                              window_end)
-            self.prices_known_until = window_end
-        changed = False
-        while self.price_changes and self.price_changes[0][0] <= now:
-            at, price = self.price_changes.pop(0)
-            engine.bill(at)
-            changed = changed or price != engine.price
-            engine.price = price
-        return changed
+        window = engine.price_window(now)
+        if window is not None:
+            engine.price_changes += self.prices.changes_between(*window)
+        return engine.take_prices(now)
 
     def _step_schedule(self, now: float) -> None:
         """The chain steps due by now (as the lab's loop takes them), or one capacity step
@@ -249,10 +231,10 @@ class Simulation:
     def _next_event(self, now: float, next_status: float, change: float) -> float:
         engine, config = self.engine, self.config
         following = change if engine.cant_be_late else min(change, next_status)
-        if self.price_changes:
-            following = min(following, self.price_changes[0][0])
+        if engine.price_changes:
+            following = min(following, engine.price_changes[0][0])
         elif self.prices.loop_s > 0:
-            following = min(following, self.prices_known_until)
+            following = min(following, engine.prices_known_until)
         if engine.capacity is None:
             following = min(following, (self.ticks + 1) * config.refresh_s)
         else:
