@@ -2,7 +2,7 @@
 never copied into the project: the simulator from a checkout of Frontier-CS
 (research/problems/cant_be_late/common/cant-be-late-simulator) and Uniform Progress
 (`rc_cr_threshold.py` with its base `rc_threshold.py`, sky_spot/strategies/) from a
-checkout of skynomad-artifact, loaded into the simulator's package under their own names.
+checkout of skynomad-artifact, found as modules of the simulator's package.
 
 Its fastest configuration: its own per-start-point loop (`simulate._simulate_one`, after the
 `reset`s `simulate.simulate` makes), without its results file, progress bar or logging; the
@@ -74,16 +74,6 @@ def _stand_in(name: str, **attributes: Any) -> None:
         sys.modules[name] = module
 
 
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"error: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_simulator(frontier_cs: Path, skynomad: Path) -> Simulator:
     root = frontier_cs / "research/problems/cant_be_late/common/cant-be-late-simulator"
     strategies = skynomad / "sky_spot/strategies"
@@ -97,9 +87,10 @@ def load_simulator(frontier_cs: Path, skynomad: Path) -> Simulator:
     sys.path.insert(0, str(root))
     logging.getLogger("sky_spot").setLevel(logging.ERROR)
     from sky_spot import env, simulate, task  # type: ignore[import-not-found]
+    from sky_spot import strategies as package
 
-    _load("sky_spot.strategies.rc_threshold", strategies / "rc_threshold.py")
-    up = _load("sky_spot.strategies.rc_cr_threshold", strategies / "rc_cr_threshold.py")
+    package.__path__.append(str(strategies))  # the strategies of the other checkout too
+    up = importlib.import_module("sky_spot.strategies.rc_cr_threshold")
     return Simulator(simulate, env, task, up.RCCRThresholdStrategy)
 
 
