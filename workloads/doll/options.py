@@ -110,7 +110,8 @@ class DollJob:
     adapt_interval_s: float = option(
         1.0,
         "seconds between policy decisions (also at price, spot and capacity changes): "
-        "adaptive re-estimates at this interval; a decide that takes longer fails its policy",
+        "adaptive re-estimates at this interval; in the lab, a decide that takes longer fails "
+        "its policy",
         flag="--adapt-interval",
         above=0.0,
     )
