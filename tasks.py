@@ -40,6 +40,7 @@ from launch.options import (
     NETEM_SPEC,
     OUTPUTS_SPEC,
     REQUIREMENTS_SPEC,
+    RESULTS_FOLDER_SPEC,
     RL_LAB_SPEC,
     SPOT_LAB_DOWN_SPEC,
     SPOT_LAB_STATUS_SPEC,
@@ -65,6 +66,7 @@ from launch.options import (
     NetemOptions,
     OutputsOptions,
     RequirementsOptions,
+    ResultsFolderOptions,
     RlLabOptions,
     SpotLabDownOptions,
     SpotLabStatusOptions,
@@ -81,7 +83,7 @@ from vocab.errors import RunFailed, UserError, one_line
 from workloads.burst.options import BURST_SPEC, BurstOptions
 from workloads.burst.options import SHORT_FLAGS as BURST_SHORT_FLAGS
 from workloads.common.options import OptionSpec
-from workloads.doll.options import DOLL_SPEC, DollOptions
+from workloads.doll.options import DOLL_SPEC, SIM_SPEC, DollOptions, SimOptions
 from workloads.elastic.options import ELASTIC_SPEC, SHORT_FLAGS, ElasticOptions
 from workloads.inference.options import (
     DEMO_SPEC,
@@ -378,6 +380,18 @@ def run_doll(c: Context, options: DollOptions, target: TargetOptions,
     with _verbose(target):
         folder = run(options, target, requirements=requirements)
     _results("doll", folder, "results and figures in")
+
+
+@cli_task(SIM_SPEC, RESULTS_FOLDER_SPEC)
+def sim_doll(c: Context, options: SimOptions, results: ResultsFolderOptions) -> None:
+    """Replay DOLL's policies on the lab's engine without Ray, over whole capacity traces.
+
+    Every policy × capacity trace × start point × seed; runs.jsonl, summary.json (mean cost
+    ratio and deadline-miss rate with 95 % intervals), provenance and figures."""
+    from launch.doll import sim_doll as simulate
+
+    folder = simulate(options, results.out, _say)
+    _results("sim-doll", folder, "results and figures in")
 
 
 @cli_task(FETCH_PRICES_SPEC)

@@ -4,6 +4,7 @@ non-zero when any target is missed, so a script (and CI) can tell."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -80,3 +81,18 @@ def write_output(path: Path, text: str) -> None:
     """A benchmark's output file (its report or its numbers), its folder made first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def finish(out: Path, sections: list[str], rows: Any, checked: list[Target],
+           document: dict[str, Any] | None = None) -> int:
+    """A benchmark's end: its report (how it was made, `sections`, its targets) printed and
+    written to out/table.md, its rows to out/rows.json (and `document` to
+    out/provenance.json); the exit code of its targets."""
+    text = "\n\n".join([header(machine()), *sections, targets_text(checked)])
+    print(text)
+    write_output(out / "table.md", text + "\n")
+    (out / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
+    if document is not None:
+        (out / "provenance.json").write_text(json.dumps(document, indent=2, default=str))
+    print(f"results: {out}")
+    return exit_code(checked)

@@ -12,8 +12,8 @@ from launch.requirements import user_requirements
 from launch.targets import run_workload
 from launch.workload import WorkloadRun, workload_run
 from workloads.doll.experiment import check_inputs
-from workloads.doll.figures import draw
-from workloads.doll.options import DOLL_SPEC, DollOptions
+from workloads.doll.figures import draw, draw_sim
+from workloads.doll.options import DOLL_SPEC, DollOptions, SimOptions
 
 
 def doll_run(options: DollOptions, requirements: tuple[str, ...] = ()) -> WorkloadRun:
@@ -43,4 +43,15 @@ def run_doll(
     folder = run_workload(run, target.address, target.stack, target.out, show,
                           stall_timeout_s=target.stall_timeout)
     draw(folder)
+    return folder
+
+
+def sim_doll(options: SimOptions, out: Path | None = None,
+             show: Callable[[str], None] = print) -> Path:
+    """Replay every policy over the capacity traces, start points and seeds (no Ray), then
+    draw the figures; returns the results folder."""
+    from workloads.doll.sim import simulate
+
+    folder = simulate(options, out, show)
+    draw_sim(folder)
     return folder

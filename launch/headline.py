@@ -99,6 +99,21 @@ def _spread(summary: dict[str, Any]) -> str:
     return f"median {spread['median']:.3f}, max {spread['max']:.3f} (1 = equal rates)"
 
 
+def _percent(value: Any) -> str:
+    return f"{value:.1%}"
+
+
+def _interval(key: str) -> Callable[[dict[str, Any]], Any]:
+    def read(row: dict[str, Any]) -> str:
+        low, high = row[key]
+        return f"{low:.3f}–{high:.3f}"
+    return read
+
+
+def _runs(row: dict[str, Any]) -> str:
+    return f"{row['runs']} ({row['failed']})"
+
+
 HEADLINES: dict[str, Headline] = {
     "doll": Headline(
         rows="policies", label="policy",
@@ -108,6 +123,15 @@ HEADLINES: dict[str, Headline] = {
                  Value("deadline", "deadline_s", _seconds),
                  Value("preemptions", "preemptions"),
                  Value("accuracy", "accuracy", _number(3))),
+    ),
+    "sim-doll": Headline(
+        rows="policies", label="policy",
+        columns=(Value("cost ratio", "cost_ratio", _number(3)),
+                 Value("95 % interval", _interval("cost_ratio_ci95")),
+                 Value("deadline missed", "deadline_miss_rate", _percent),
+                 Value("95 % interval", _interval("deadline_miss_rate_ci95")),
+                 Value("finish/deadline p50", "finish_over_deadline.p50", _number(3)),
+                 Value("runs (failed)", _runs)),
     ),
     "burst": Headline(
         rows="runs", label="scheduler",

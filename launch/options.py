@@ -78,13 +78,9 @@ def check_out_folder(flag: str, path: Path) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StackTarget:
-    stack: str | None = option(
-        None,
-        "run on this Pulumi stack's deployed cluster instead (results come back through its "
-        "bucket)",
-        pattern=NAME,
-    )
+class ResultsFolderOptions:
+    """Where a task that runs here writes its results folder."""
+
     out: Path | None = option(
         None, "local results folder (not set: a new folder under results/<workload>/)"
     )
@@ -93,6 +89,16 @@ class StackTarget:
         check_fields(self)
         if self.out is not None:
             check_out_folder("--out", self.out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackTarget(ResultsFolderOptions):
+    stack: str | None = option(
+        None,
+        "run on this Pulumi stack's deployed cluster instead (results come back through its "
+        "bucket)",
+        pattern=NAME,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +178,7 @@ class RequirementsOptions:
 
 
 TARGET_SPEC = OptionSpec(TargetOptions)
+RESULTS_FOLDER_SPEC = OptionSpec(ResultsFolderOptions)
 REQUIREMENTS_SPEC = OptionSpec(RequirementsOptions)
 BURST_LAB_SPEC = OptionSpec(BurstLabOptions)
 BURST_RUN_SPEC = OptionSpec(BurstRunTarget)

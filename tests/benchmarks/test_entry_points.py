@@ -10,7 +10,8 @@ import pytest
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("name", ["burst_speedup", "doll_cost", "elastic_preemption",
+@pytest.mark.parametrize("name", ["burst_speedup", "doll_cost", "doll_cbl_check",
+                                  "doll_sim_agreement", "doll_sim_speed", "elastic_preemption",
                                   "rl_scaling"])
 def test_a_benchmark_runs_as_a_module_from_anywhere(name: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], cwd=tmp_path,

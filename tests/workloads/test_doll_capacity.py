@@ -17,7 +17,7 @@ from workloads.common.spot_market.capacity import (
 )
 from workloads.doll.fleet import Slot
 from workloads.doll.options import DollOptions
-from workloads.doll.policy_run import PolicyRun, Servers
+from workloads.doll.policy_run import PolicyFailed, PolicyRun, Servers
 
 
 def write(tmp_path: Path, document: Any, name: str = "trace.json") -> Path:
@@ -97,18 +97,18 @@ def test_a_falling_capacity_preempts_and_a_rising_one_lets_spot_back() -> None:
     # 1 s ticks at compression 1: capacity 4, then 1, then 3
     trace = CapacityTrace(Path("t.json"), 1.0, (4, 4, 1, 1, 3, 3))
     config = DollOptions(workers=4, k=1, refresh_s=1.0, policies=("static",),
-                         capacity_trace=Path("t.json"), compression=1.0)
+                         capacity_trace=Path("t.json"), compression=1.0, warning_s=None)
     fleet: Any = PlainFleet(4)
     run = PolicyRun("static", config, Servers(fleet, None, None, None, 0.09, trace),
                     say=lambda line: None)
     run.spot = {0, 1, 2, 3}
-    run._update_capacity(0.0)
-    run._grant(0.0)
+    run.update_capacity(0.0)
+    run.grant(0.0)
     run._apply_states(0.0)
     running = []
     for now in range(1, 6):
-        run._bill(float(now))
-        run._step(float(now))
+        run.bill(float(now))
+        run.step(float(now))
         run._apply_states(float(now))
         running.append(sum(slot.up for slot in fleet.slots))
     assert running == [4, 1, 1, 3, 3]
@@ -118,3 +118,31 @@ def test_a_falling_capacity_preempts_and_a_rising_one_lets_spot_back() -> None:
     assert [e["event"] for e in run.events].count("notice") == 3
     # billed: 4 spot instances up for 2 s, 1 for 2 s, 3 for 1 s
     assert run.meter.spot_up_s == pytest.approx(4 * 2 + 1 * 2 + 3 * 1)
+
+
+def test_the_lab_under_cant_be_late_rules_decides_per_tick_and_holds_each_launch() -> None:
+    # the lab's engine (plain slots, no Ray), 1 s ticks at compression 1, a 2 s overhead
+    trace = CapacityTrace(Path("t.json"), 1.0, (1, 1, 1, 0, 0, 1, 1, 1))
+    config = DollOptions(workers=1, k=1, refresh_s=0.5, policies=("static",),
+                         capacity_trace=Path("t.json"), compression=1.0,
+                         rules="cant-be-late", launch_delay_s=2.0, start=0)
+    fleet: Any = PlainFleet(1)
+    run = PolicyRun("static", config, Servers(fleet, None, None, None, 0.09, trace),
+                    say=lambda line: None)
+    run.update_capacity(0.0)
+    run.decided(0.0, [0])
+    assert not run.decision_due(0.5, scheduled=True, price_changed=True)  # within the tick
+    assert run.decision_due(1.0, scheduled=False, price_changed=False)  # a new tick
+    times = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 4.5, 5.0, 6.0, 6.5, 7.0, 7.5)
+    up = []
+    for now in times:
+        run.bill(now)
+        run.step(now)
+        run._apply_states(now)
+        up.append(fleet.slots[0].up)
+    # launched at 0: no data until 2; preempted at 3; back at 5, again 2 s of overhead
+    assert up == [False] * 3 + [True] * 2 + [False] * 6 + [True] * 2
+    assert run.meter.spot_up_s == pytest.approx(3.0 + 2.5)  # billed through its overheads
+    assert run.preemptions == 1
+    with pytest.raises(PolicyFailed, match="capacity trace t.json ended"):
+        run.step(8.0)  # the trace ends the run instead of looping

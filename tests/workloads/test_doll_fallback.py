@@ -34,10 +34,10 @@ class Script:
 
 
 def controller(policy: str, states: list[list[bool]]) -> PolicyRun:
-    # 1 s chain steps; a 4 s real launch delay compresses by 1 s / 2 s to 2 s
+    # 1 s chain steps; a 4 s launch delay compressed 2x is 2 s; no notice ahead of a loss
     config = DollOptions(
-        workers=2, k=1, refresh_s=1.0, launch_delay_s=4.0, on_demand_price=OD,
-        policies=(policy,),
+        workers=2, k=1, refresh_s=1.0, launch_delay_s=4.0, compression=2.0, warning_s=None,
+        on_demand_price=OD, policies=(policy,),
     )
     fleet: Any = PlainFleet(2)
     servers = Servers(fleet, None, None, None, mean_spot_price=SPOT)
@@ -53,11 +53,11 @@ def drive(run: PolicyRun, seconds: int) -> list[list[bool]]:
     run._apply_states(0.0)
     ups = []
     for now in range(1, seconds + 1):
-        run._bill(float(now))
-        run._step(float(now))
+        run.bill(float(now))
+        run.step(float(now))
         run._apply_states(float(now))
         ups.append([slot.up for slot in run.fleet.slots])
-    run._bill(float(seconds + 1))
+    run.bill(float(seconds + 1))
     return ups
 
 

@@ -232,7 +232,8 @@ class Option:
         bounds = _bounds(info.minimum, info.above, info.maximum)
         words = f"{noun} {bounds}".strip()
         if self.is_list:
-            plural = {int: "integers", float: "numbers", Path: "paths"}.get(self.base)
+            plural = {int: "integers", float: "numbers",
+                      Path: "paths (each part at most 255 bytes)"}.get(self.base)
             words = (
                 f"a comma-separated list of {plural} {bounds}".strip()
                 if plural

@@ -12,8 +12,9 @@ from workloads.common.actors import start_actor
 from workloads.common.provenance import provenance
 from workloads.common.results import ResultsWriter
 from workloads.common.spot_market.capacity import CapacityTrace, load_capacity_trace
-from workloads.common.spot_market.trace import PriceTrace, load_trace
+from workloads.common.spot_market.trace import PriceTrace, job_prices
 from workloads.common.storage import Storage
+from workloads.doll.engine import cost_reference
 from workloads.doll.evaluator import Evaluator
 from workloads.doll.fleet import Fleet
 from workloads.doll.options import DollOptions
@@ -48,9 +49,9 @@ def start_servers(config: DollOptions, trace: PriceTrace,
 def check_inputs(config: DollOptions) -> tuple[PriceTrace, CapacityTrace | None]:
     """Every input file, before anything starts: the price trace, the capacity trace and the
     user's policy file (loaded, its classes found); one UserError naming the file."""
-    trace = load_trace(config.trace, config.zone, config.product)
+    trace = job_prices(config.trace, config.zone, config.product, config.spot_price)
     capacity = None if config.capacity_trace is None \
-        else load_capacity_trace(config.capacity_trace)
+        else load_capacity_trace(config.capacity_trace, config.capacity_reading)
     policy_file = config.policy_file or config.user_policy_file()
     for entry in config.policies:
         if policy_file is not None and entry not in BUILTINS:
@@ -87,11 +88,8 @@ def with_cost_ratios(config: DollOptions, results: dict[str, PolicyResult]) -> d
     """policies.<name> with cost_ratio to this run's on-demand policy (or, when it was not
     run, to the all-on-demand cost of finishing in θ₀)."""
     ran = {name: result for name, result in results.items() if "failed" not in result.summary}
-    if "on-demand" in ran:
-        reference = ran["on-demand"].summary["cost"]
-    else:
-        theta0_s = config.work_points / sum(config.worker_rates())
-        reference = config.workers * config.on_demand_price * theta0_s / 3600.0
+    reference = cost_reference(config, ran["on-demand"].summary["cost"] if "on-demand" in ran
+                               else None)
     return {
         name: result.summary if name not in ran
         else {**result.summary, "cost_ratio": result.summary["cost"] / reference}
@@ -119,7 +117,8 @@ def run_experiment(
             writer.add_records(name, rows)
     summary = {
         "target": config.target,
-        "trace": {"file": config.trace.name, "zone": config.zone, "product": config.product},
+        "trace": {"file": config.trace.name, "zone": config.zone, "product": config.product}
+        if config.spot_price is None else {"fixed_spot_price": config.spot_price},
         "on_demand_price": config.on_demand_price,
         "mean_spot_price": trace.mean_price(),
         "deadline_factor": config.deadline_factor,
@@ -130,13 +129,15 @@ def run_experiment(
         "capacity_trace": None if capacity is None else {
             "file": capacity.file.name, "gap_seconds": capacity.gap_s,
             "ticks": len(capacity.counts), "mean": capacity.mean(),
+            "reading": config.capacity_reading,
         },
+        "rules": config.rules,
         "cost_ratio_reference": "on-demand run"
         if "failed" not in results.get("on-demand", PolicyResult({"failed": ""})).summary
         else "analytic θ₀",
         "policies": with_cost_ratios(config, results),
     }
-    inputs = {"trace": config.trace}
+    inputs = {} if config.spot_price is not None else {"trace": config.trace}
     if config.capacity_trace is not None:
         inputs["capacity_trace"] = config.capacity_trace
     policy_file = config.policy_file or config.user_policy_file()

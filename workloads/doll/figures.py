@@ -3,6 +3,7 @@ cost vs time, accuracy vs cost, cost ratio per policy."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,64 @@ def cost_vs_finish(rows: list[dict[str, Any]], path: Path) -> Path:
     panels[0][0].set_ylabel("cost ratio to on-demand")
     figure.suptitle("DOLL cost vs finish, one point per run")
     return save_figure(figure, path)
+
+
+MAX_CDF_PANELS = 12
+"""The simulator's CDF figure shows at most this many traces (the first, by name)."""
+
+
+def draw_sim(folder: Path) -> list[Path]:
+    """The simulator's figures from its results folder: each policy's mean cost ratio
+    against its deadline-miss rate (95 % intervals as bars; a small point per trace), and
+    the cost-ratio CDF of every policy, a panel per capacity trace."""
+    summary = json.loads((folder / "summary.json").read_text())
+    rows = [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines()
+            if line.strip()]
+    policies = [name for name, result in summary["policies"].items() if "cost_ratio" in result]
+    drawn = []
+
+    figure, axes = plt.subplots(figsize=(6.5, 4.5))
+    for index, policy in enumerate(policies):
+        result = summary["policies"][policy]
+        x, y = result["deadline_miss_rate"], result["cost_ratio"]
+        xerr = _error_bar(x, result["deadline_miss_rate_ci95"])
+        yerr = _error_bar(y, result["cost_ratio_ci95"])
+        axes.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", color=f"C{index}",
+                      capsize=3, label=policy)
+        for by_trace in result.get("by_trace", {}).values():
+            if "cost_ratio" in by_trace:
+                axes.scatter([by_trace["deadline_miss_rate"]], [by_trace["cost_ratio"]],
+                             color=f"C{index}", s=10, alpha=0.4)
+    axes.set(xlabel="deadline-miss rate", ylabel="cost ratio to on-demand",
+             title=f"Cost vs deadline misses ({summary['runs']} runs; small: per trace)")
+    axes.legend(fontsize=8)
+    drawn.append(save_figure(figure, folder / "cost_vs_misses.png"))
+
+    traces = list(dict.fromkeys(row["capacity_trace"] for row in rows))[:MAX_CDF_PANELS]
+    columns = min(len(traces), 3)
+    lines = -(-len(traces) // columns)
+    figure, panels = plt.subplots(lines, columns, figsize=(4.5 * columns, 3.5 * lines),
+                                  sharex=True, sharey=True, squeeze=False)
+    for axes, trace in zip(panels.flat, traces, strict=False):
+        for index, policy in enumerate(policies):
+            ratios = np.sort([row["cost_ratio"] for row in rows if row["policy"] == policy
+                              and row["capacity_trace"] == trace and not row["failed"]])
+            if len(ratios):
+                axes.step(ratios, np.arange(1, len(ratios) + 1) / len(ratios), where="post",
+                          color=f"C{index}", label=policy)
+        axes.set_title(trace or "preemption chain", fontsize=9)
+        axes.set_xlabel("cost ratio to on-demand")
+    for axes in panels[:, 0]:
+        axes.set_ylabel("fraction of runs")
+    for axes in list(panels.flat)[len(traces):]:
+        axes.set_visible(False)
+    panels[0][0].legend(fontsize=7)
+    figure.suptitle("Cost ratio CDF per capacity trace")
+    drawn.append(save_figure(figure, folder / "cost_ratio_cdf.png"))
+    return drawn
+
+
+def _error_bar(value: float, interval: list[float] | None) -> list[list[float]] | None:
+    if interval is None:
+        return None
+    return [[max(value - interval[0], 0.0)], [max(interval[1] - value, 0.0)]]

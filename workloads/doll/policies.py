@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from workloads.common.user_code import UserCodeError, import_file
 from workloads.doll.allocation import allocate
 from workloads.doll.chance import ChanceModel, OutageChain, chance_spot_set, deadline_probability
-from workloads.doll.options import DollOptions, user_policy_parts
+from workloads.doll.options import DollJob, user_policy_parts
 
 
 class PolicyFileError(UserCodeError):
@@ -55,6 +55,9 @@ class PolicyState:
     spot_s: float
     """Spot worker-seconds so far (up or not); spot_up_s: of those, up."""
     spot_up_s: float
+    notice_s: tuple[float | None, ...] = ()
+    """Per worker: seconds until its spot instance is reclaimed, once its interruption
+    notice came (--warning ahead of the loss); None otherwise."""
 
 
 class Policy(Protocol):
@@ -66,7 +69,7 @@ class Builtin:
     """What the built-in policies share: the run's options, and the deadline probability of
     the plan they report (under the configured chain)."""
 
-    config: DollOptions
+    config: DollJob
     reported: float | None = None
     stand_ins = False
     """The engine gives a preempted spot worker an on-demand stand-in (fallback)."""
@@ -74,6 +77,9 @@ class Builtin:
     """False: never uses spot (no cost bound to report)."""
     report_plan = 0
     """Which plan's probability is reported: the first (0) or the second (1)."""
+    reporting = True
+    """False: no probability is computed (the simulator reports none; its cost grows with
+    the run's length)."""
 
     def __post_init__(self) -> None:
         self.plans = 0
@@ -92,7 +98,7 @@ class Builtin:
                 work: float, time_s: float) -> set[int]:
         """Record this plan's probability of meeting the deadline under the preemption
         model (the configured α, whatever α̂ the plan acted on)."""
-        if self.plans == self.report_plan:
+        if self.plans == self.report_plan and self.reporting:
             down = [not up for up in state.spot_up]
             self.reported = deadline_probability(
                 list(rates), sorted(spot), work, time_s, self.model(self.config.alpha), down,
@@ -195,10 +201,11 @@ class Fallback(Builtin):
 class UniformProgress(Builtin):
     """Can't Be Late's Uniform Progress (NSDI'24), adapted to N workers: the uniform line is
     batches_total·t/deadline. Every worker whose spot instance is up runs on spot, and stays
-    there until preempted (exploitation); while the run is behind the line, the idle
-    (preempted) spot workers move to on demand and stay there until progress reaches the
-    line 2d ahead (hysteresis); once the remaining work at the all-on-demand rate plus 2d no
-    longer fits before the deadline, an idle spot worker moves to on demand for good (safety
+    there until preempted (exploitation); while the run is behind the line, the idle spot
+    workers (preempted, or noticed: about to be) move to on demand and stay there until
+    progress reaches the line 2d ahead and a spot instance can be had for them
+    (hysteresis); once the remaining work at the all-on-demand rate plus 2d no longer fits
+    before the deadline, the idle and on-demand workers stay on demand for good (safety
     net). d, the restart overhead, is --launch-delay."""
 
     on_demand: set[int] | None = None
@@ -207,22 +214,32 @@ class UniformProgress(Builtin):
     """Moved to on demand by the safety net, to the end."""
 
     def decide(self, state: PolicyState) -> Iterable[int]:
-        everyone = set(range(state.workers))
         if self.on_demand is None:
             self.on_demand = set()
-            spot = everyone if self.cheaper(state) else set()
+            self.everyone = frozenset(range(state.workers))
+            self.rate = sum(state.rates)
+            self.d = self.config.launch_delay_compressed_s
+            spot = self.everyone if self.cheaper(state) else set()
             return self.planned(state, state.rates, spot, work(state), time_left(state))
         if not self.cheaper(state):
             return ()
-        d = self.config.launch_delay_compressed_s
+        d = self.d
         idle = idle_spot_workers(state)
-        if time_left(state) < work(state) / sum(state.rates) + 2 * d:
-            self.for_good |= idle
-        if state.batches_done >= uniform_line(state, state.time_s + 2 * d):
-            self.on_demand.clear()  # caught up: back to spot
+        if time_left(state) < work(state) / self.rate + 2 * d:
+            self.for_good |= idle | self.on_demand
+        self.on_demand -= self.for_good
+        if self.on_demand and state.batches_done >= uniform_line(state, state.time_s + 2 * d):
+            # caught up: back to spot, those a spot instance can be had for
+            back = sorted(i for i in self.on_demand if state.spot_up[i])
+            if state.spot_capacity is not None:
+                free = state.spot_capacity - sum(1 for i in state.spot if state.spot_up[i])
+                back = back[:max(free, 0)]
+            self.on_demand -= set(back)
         if state.batches_done < uniform_line(state, state.time_s):
             self.on_demand |= idle
-        return everyone - self.on_demand - self.for_good
+        if not self.on_demand and not self.for_good:
+            return self.everyone
+        return self.everyone - self.on_demand - self.for_good
 
 
 def uniform_line(state: PolicyState, time_s: float) -> float:
@@ -230,8 +247,12 @@ def uniform_line(state: PolicyState, time_s: float) -> float:
 
 
 def idle_spot_workers(state: PolicyState) -> set[int]:
-    """Spot workers without a spot instance up: preempted, or beyond the capacity."""
-    return {i for i in state.spot if not state.spot_up[i]}
+    """Spot workers without a spot instance up (preempted, or beyond the capacity), or
+    about to lose theirs (noticed)."""
+    up, noticed = state.spot_up, state.notice_s
+    if noticed and noticed.count(None) < len(noticed):
+        return {i for i in state.spot if not up[i] or noticed[i] is not None}
+    return {i for i in state.spot if not up[i]}
 
 
 def work(state: PolicyState) -> float:
@@ -254,13 +275,13 @@ BUILTINS: dict[str, Any] = {
 }
 
 
-def make_policy(name: str, config: DollOptions) -> Any:
+def make_policy(name: str, config: DollJob) -> Any:
     """The policy object of one `--policy` entry: a built-in, or `FILE.py:Class` (loaded
     from --policy-file when the launcher shipped the file there)."""
     if name in BUILTINS:
         return BUILTINS[name](config)
     path, class_name = user_policy_parts(name)
-    return load_policy_class(config.policy_file or path, class_name)()
+    return load_policy_class(getattr(config, "policy_file", None) or path, class_name)()
 
 
 def policy_name(entry: str) -> str:
@@ -305,6 +326,9 @@ def load_policy_class(path: Path, class_name: str) -> type:
 
 def checked_spot_set(chosen: Any, workers: int) -> set[int]:
     """The decision as a set of worker indices, or ValueError saying what is wrong."""
+    if type(chosen) in (set, frozenset) and all(type(i) is int for i in chosen) \
+            and (not chosen or 0 <= min(chosen) and max(chosen) < workers):
+        return set(chosen)  # the common answer, checked at once
     if isinstance(chosen, str | bytes) or not isinstance(chosen, Iterable):
         raise ValueError(f"decide returned {type(chosen).__name__}, not a collection of "
                          f"worker indices")

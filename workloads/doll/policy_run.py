@@ -1,6 +1,6 @@
-"""One policy's run: the engine that drives the fleet through the preemption schedule (the
-Markov chain, or a capacity trace), asks the policy object which workers run on spot, bills
-them, and waits for J processed batches.
+"""One policy's run in the lab: the engine (engine.py: schedule, notices, decisions,
+billing, deadline) driven on the wall clock, with Ray actors receiving the data and the
+parameter server counting the batches processed, until J are.
 
 It runs in the driver, on the event loop, and talks to the actors only by messages, so a
 worker that dies for real never stops it: that slot counts as preempted until a fresh actor
@@ -19,15 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vocab.errors import RunFailed
-from workloads.common.spot_market.billing import Meter
-from workloads.common.spot_market.capacity import CapacityReplay, CapacityTrace, split_capacity
-from workloads.common.spot_market.preemption import MarkovAvailability
+from workloads.common.spot_market.capacity import CapacityTrace
 from workloads.doll.allocation import cost_bound, predicted_cost_ratio
+from workloads.doll.engine import Engine, PolicyFailed, raised
 from workloads.doll.estimation import estimated_rates
-from workloads.doll.fleet import Fleet, Slot
+from workloads.doll.fleet import Fleet
 from workloads.doll.options import DollOptions
-from workloads.doll.policies import PolicyState, checked_spot_set, make_policy, policy_name
+
+__all__ = ["PolicyFailed", "PolicyResult", "PolicyRun", "Servers"]
 
 TIMELINE_EVERY_S = 0.5
 
@@ -48,64 +47,19 @@ class PolicyResult:
     records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-class PolicyFailed(RunFailed):
-    """A policy's own run failed (its decide raised, answered badly or too late): one line
-    naming the policy and why; the other policies still run."""
-
-
-class AlwaysUp:
-    """No preemption model: with a capacity trace, the trace alone takes spot away."""
-
-    def __init__(self, workers: int) -> None:
-        self.up = [True] * workers
-
-    def step(self) -> list[bool]:
-        return list(self.up)
-
-
-class PolicyRun:
+class PolicyRun(Engine):
     def __init__(
         self, entry: str, config: DollOptions, servers: Servers, say: Callable[[str], None]
     ) -> None:
-        self.name = policy_name(entry)
-        self.policy = make_policy(entry, config)
-        self.stand_ins_on = bool(getattr(self.policy, "stand_ins", False))
-        self.config = config
+        super().__init__(entry, config, servers.capacity, config.start)
+        self.config: DollOptions = config
         self.servers = servers
         self.fleet = servers.fleet
         self.say = say
-        self.rates = config.worker_rates()
-        self.theta0_s = config.work_points / sum(self.rates)
-        self.deadline_s = config.deadline_factor * self.theta0_s
-        self.capacity = (
-            None if servers.capacity is None
-            else CapacityReplay.seeded(servers.capacity, config.compression, config.seed)
-        )
-        self.chains: Any = (
-            MarkovAvailability(config.workers, config.alpha, config.seed)
-            if self.capacity is None else AlwaysUp(config.workers)
-        )
-        self.chain_up = [True] * config.workers
-        self.spot_up = [True] * config.workers
-        self.capacity_now: int | None = None
-        self.granted: list[int] = []  # spot workers holding one of the capacity's instances
-        self.held: set[int] = set()  # spot workers whose spot instance was up at the last grant
-        self.held_spot: set[int] = set()  # the spot workers then
-        self.availability_changed = False
         self.observed: tuple[float, ...] | None = None
-        self.stand_ins: dict[int, float] = {}  # fallback: preempted slot -> stand-in asked at
-        self.lost: set[int] = set()  # slots lost for real, their fresh actor still starting
-        self.spot: set[int] = set()
-        self.meter = Meter(config.on_demand_price)
-        self.price = 0.0
-        self.price_changes: list[tuple[float, float]] = []
-        self.prices_known_until = 0.0
         self.reported_tenths = -1
-        self.preemptions = 0
         self.processed = 0
         self.timeline: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
-        self.capacity_rows: list[dict[str, Any]] = []
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -119,16 +73,15 @@ class PolicyRun:
         self.price = await self.servers.price_server.price_at.remote(0.0)
         self.start = time.monotonic()
         try:
-            self._update_capacity(0.0)
-            self.spot = await self._decide(0.0, price_changed=False)
-            self._grant(0.0)
+            self.update_capacity(0.0)
+            await self._decide(0.0, price_changed=False)
             await self._loop(ps)
         except BaseException:
             for slot in self.fleet.slots:
                 self.fleet.set_up(slot, False)
             raise
         finish_s = self._now()
-        self._bill(finish_s)
+        self.bill(finish_s)
         for slot in self.fleet.slots:
             self.fleet.set_up(slot, False)
         self._timeline_row(finish_s)
@@ -144,22 +97,20 @@ class PolicyRun:
         while True:
             now = self._now()
             price_changed = await self._replay_prices(now)
-            self._bill(now)
+            self.bill(now)
             due = int(now / config.refresh_s)
             while ticks < due:
-                self._step(now)
+                self.step(now)
                 ticks += 1
             self._watch_lost(now)
             scheduled = now >= next_status
-            if scheduled or price_changed or self.availability_changed:
+            if self.decision_due(now, scheduled, price_changed):
                 self.processed = await ps.progress.remote()
                 if scheduled or price_changed:
                     self._report_progress(now)
                     self.observed = await self._observe()
                     next_status = now + config.adapt_interval_s
-                self.availability_changed = False
-                self.spot = await self._decide(now, price_changed)
-                self._grant(now)
+                await self._decide(now, price_changed)
             changed = self._apply_states(now)
             if changed or now - last_row >= TIMELINE_EVERY_S:
                 self._timeline_row(now)
@@ -173,21 +124,11 @@ class PolicyRun:
         return time.monotonic() - self.start
 
     async def _replay_prices(self, now: float) -> bool:
-        """Bill up to each price change replayed by now and take the new price; True when
-        the price differs from before."""
-        if now >= self.prices_known_until:
-            window_end = self.prices_known_until + self.deadline_s
-            self.price_changes += await self.servers.price_server.changes_between.remote(
-                self.prices_known_until, window_end
-            )
-            self.prices_known_until = window_end
-        changed = False
-        while self.price_changes and self.price_changes[0][0] <= now:
-            at, price = self.price_changes.pop(0)
-            self._bill(at)
-            changed = changed or price != self.price
-            self.price = price
-        return changed
+        """The price server's changes up to now, taken by the engine (True: it changed)."""
+        window = self.price_window(now)
+        if window is not None:
+            self.price_changes += await self.servers.price_server.changes_between.remote(*window)
+        return self.take_prices(now)
 
     # --- decisions ------------------------------------------------------------------------
 
@@ -199,30 +140,10 @@ class PolicyRun:
             return self.observed
         return tuple(estimated_rates(stats, config.rates == "homogeneous", config.rate))
 
-    def _state(self, now: float, price_changed: bool) -> PolicyState:
-        config = self.config
-        return PolicyState(
-            workers=config.workers,
-            rates=tuple(self.rates),
-            time_s=now,
-            deadline_s=self.deadline_s,
-            batches_done=self.processed,
-            batches_total=config.batches,
-            batch_size=config.batch_size,
-            spot_price=self.price,
-            on_demand_price=config.on_demand_price,
-            spot_capacity=self.capacity_now,
-            spot_up=tuple(self.spot_up),
-            spot=frozenset(self.spot),
-            price_changed=price_changed,
-            observed_rates=self.observed,
-            spot_s=self.meter.spot_s,
-            spot_up_s=self.meter.spot_up_s,
-        )
-
-    async def _decide(self, now: float, price_changed: bool) -> set[int]:
-        """The policy's decide(state), in a thread of its own, within the decision interval."""
-        state = self._state(now, price_changed)
+    async def _decide(self, now: float, price_changed: bool) -> None:
+        """The policy's decide(state), in a thread of its own, within the decision interval;
+        its answer taken by the engine."""
+        state = self.state(now, price_changed, self.processed, self.observed)
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
         decide = self.policy.decide
 
@@ -243,19 +164,12 @@ class PolicyRun:
         try:
             kind, value = await asyncio.wait_for(asyncio.wrap_future(answer), timeout=limit)
         except TimeoutError:
-            raise PolicyFailed(self._failure(
+            raise PolicyFailed(self.failure(
                 now, f"decide took longer than the decision interval (--adapt-interval "
                 f"{limit:g} s)")) from None
         if kind == "raised":
-            raise PolicyFailed(self._failure(now, f"decide raised {type(value).__name__}: "
-                                                  f"{' '.join(str(value).split())}"))
-        try:
-            return checked_spot_set(value, self.config.workers)
-        except ValueError as error:
-            raise PolicyFailed(self._failure(now, str(error))) from None
-
-    def _failure(self, now: float, reason: str) -> str:
-        return f"policy {self.name} failed at t={now:.1f}s: {reason}"
+            raise PolicyFailed(self.failure(now, raised(value)))
+        self.decided(now, value)
 
     def _report_progress(self, now: float) -> None:
         """One line per tenth of the batches processed."""
@@ -270,68 +184,7 @@ class PolicyRun:
                 f"running={sum(s.up for s in self.fleet.slots)}{capacity}"
             )
 
-    # --- preemption, capacity, replacement, billing ---------------------------------------
-
-    def _step(self, now: float) -> None:
-        """One preemption-chain step (or capacity tick), then who holds a spot instance."""
-        self.chain_up = self.chains.step()
-        self._update_capacity(now)
-        self._grant(now)
-        if self.capacity_now is not None:
-            self.capacity_rows.append({
-                "policy": self.name, "time_s": round(now, 4),
-                "spot_capacity": self.capacity_now,
-                "spot_running": sum(1 for i in self.granted if i not in self.lost),
-            })
-
-    def _update_capacity(self, now: float) -> None:
-        if self.capacity is not None:
-            self.capacity_now = self.capacity.capacity_at(now)
-
-    def _grant(self, now: float) -> None:
-        """Spot up: the chain is up and, under a capacity trace, the worker holds one of the
-        instances that exist (over capacity, the newest get a notice and are preempted)."""
-        if self.capacity_now is not None:
-            self.granted, noticed = split_capacity(
-                self.capacity_now, sorted(self.spot), self.granted
-            )
-            for index in noticed:
-                self.events.append({"t": now, "worker": index, "event": "notice"})
-        granted = set(self.granted)
-        before = self.spot_up
-        self.spot_up = [
-            self.chain_up[i] and (self.capacity_now is None or i not in self.spot or i in granted)
-            for i in range(self.config.workers)
-        ]
-        self.availability_changed |= before != self.spot_up
-        # a preemption: a worker still on spot lost the spot instance it held (whatever the
-        # policy does next); a worker newly on spot without an instance was never preempted
-        held = {i for i in self.spot if self.spot_up[i]}
-        for index in sorted(self.held - held):
-            if index in self.spot and index not in self.lost:
-                self.preemptions += 1
-                self.events.append({"t": now, "worker": index, "event": "preempted"})
-        for index in sorted(held - self.held):
-            if index in self.held_spot:
-                self.events.append({"t": now, "worker": index, "event": "recovered"})
-        self.held, self.held_spot = held, set(self.spot)
-        if self.stand_ins_on:
-            self._track_stand_ins(now)
-
-    def _track_stand_ins(self, now: float) -> None:
-        """fallback: a preempted spot worker gets an on-demand stand-in, asked for at once
-        and taking its stream over a launch delay later; released when spot returns."""
-        for index in range(self.config.workers):
-            needs = index in self.spot and not self.spot_up[index]
-            if needs and index not in self.stand_ins:
-                self.stand_ins[index] = now
-            elif not needs and index in self.stand_ins:
-                del self.stand_ins[index]
-                self.events.append({"t": now, "worker": index, "event": "stand-in released"})
-
-    def _stand_in_running(self, index: int, now: float) -> bool:
-        asked = self.stand_ins.get(index)
-        return asked is not None and now - asked >= self.config.launch_delay_compressed_s
+    # --- the actors ----------------------------------------------------------------------
 
     def _watch_lost(self, now: float) -> None:
         """A worker lost for real is replaced at once and counts as preempted until its
@@ -346,17 +199,10 @@ class PolicyRun:
                 self.lost.discard(index)
                 self.events.append({"t": now, "worker": index, "event": "back"})
 
-    def _should_run(self, slot: Slot, now: float) -> bool:
-        if slot.index in self.lost:
-            return False
-        if slot.index not in self.spot or self.spot_up[slot.index]:
-            return True
-        return self._stand_in_running(slot.index, now)
-
     def _apply_states(self, now: float) -> bool:
         changed = False
         for slot in self.fleet.slots:
-            run = self._should_run(slot, now)
+            run = self.producing(slot.index, now)
             if run == slot.up:
                 continue
             changed = True
@@ -366,25 +212,6 @@ class PolicyRun:
                     continue
             self.fleet.set_up(slot, run)
         return changed
-
-    def _bill(self, until: float) -> None:
-        """Charge the time since the last bill at the current states and spot price. A
-        fallback stand-in is billed from the moment it is asked for (its launch included)."""
-        if self.stand_ins_on:
-            spot_up = sum(1 for i in self.spot if self.spot_up[i] and i not in self.lost)
-        else:
-            spot_up = sum(1 for s in self.fleet.slots if s.index in self.spot and s.up)
-        self.meter.charge_until(
-            until,
-            on_demand=len(self.stand_ins)
-            + sum(
-                1 for i in range(self.config.workers) if i not in self.spot and i not in self.lost
-            ),
-            spot=len(self.spot),
-            spot_up=spot_up,
-            spot_rate=sum(self.rates[i] for i in self.spot),
-            spot_price=self.price,
-        )
 
     def _timeline_row(self, now: float) -> None:
         self.timeline.append(

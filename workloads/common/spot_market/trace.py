@@ -126,6 +126,16 @@ def _select(file: Path, document: Any, zone: str, product: str) -> PriceTrace:
     )
 
 
+def fixed_price(price: float) -> PriceTrace:
+    """A spot price that never changes (for capacity traces that carry no prices)."""
+    return PriceTrace(file=Path("fixed"), zone="", product="", times=(0.0,), prices=(price,))
+
+
+def job_prices(file: Path, zone: str, product: str, fixed: float | None) -> PriceTrace:
+    """A run's spot prices: `fixed` when given, else the zone and product of the trace."""
+    return fixed_price(fixed) if fixed is not None else load_trace(file, zone, product)
+
+
 @dataclass(frozen=True)
 class TraceReplay:
     """The trace played in wall-clock seconds: `compression` trace seconds per wall second,

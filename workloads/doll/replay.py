@@ -1,0 +1,279 @@
+"""One policy's run in the simulator: the lab's engine (engine.py: the same policy object,
+PolicyState, schedule, notices, stand-ins, billing and deadline) driven from event to event
+instead of on a clock, with the data the workers receive computed instead of streamed.
+
+The events are the lab's: chain steps (or the capacity ticks where the count changes, and
+the notices ahead of its falls), price changes, stand-ins and launch overheads ending,
+--adapt-interval decisions. Between two events every worker that `producing` says receives
+data gets it at its rate λᵢ (the lab draws exponential gaps around that mean: the one effect
+of the stream the simulator leaves out); B points make a batch; a worker that stops loses its
+partial batch unless its stream keeps a backlog (fallback); the run ends when K·⌈J/K⌉
+batches are done, as the parameter server's K-batch updates end the lab's.
+
+The policy's decide is called directly; its time limit holds for the whole run (a timer
+signal, not a thread per call).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.common.spot_market.capacity import CapacityTrace, TraceEnded
+from workloads.common.spot_market.trace import PriceTrace, TraceReplay
+from workloads.doll.engine import Engine, PolicyFailed
+from workloads.doll.estimation import estimated_rates
+from workloads.doll.options import DollJob
+from workloads.doll.policies import policy_name
+
+
+class Streams:
+    """The workers' streams: points of the batch being collected, batches done, and what
+    arrived while up (for λ̂)."""
+
+    def __init__(self, rates: list[float], batch_size: int, keep_backlog: bool) -> None:
+        self.rates = rates
+        self.batch_size = batch_size
+        self.keep_backlog = keep_backlog
+        self.partial = [0.0] * len(rates)
+        self.done = 0
+        self.arrived = [0.0] * len(rates)
+        self.up_s = [0.0] * len(rates)
+        self.producing = [False] * len(rates)
+        self.producers: list[int] = []
+        self.waiting: list[int] = []
+        self.enough_seen = False
+
+    def set_producing(self, producing: list[bool]) -> None:
+        """Who receives data from now on; a worker that stops loses its partial batch,
+        unless the stream keeps it (with its backlog)."""
+        if not self.keep_backlog:
+            for index, (was, now) in enumerate(zip(self.producing, producing, strict=True)):
+                if was and not now:
+                    self.partial[index] = 0.0
+        self.producing = producing
+        self.producers = [index for index, on in enumerate(producing) if on]
+        self.waiting = [index for index, on in enumerate(producing) if not on]
+
+    def advance(self, span_s: float) -> None:
+        size, rates, partial = self.batch_size, self.rates, self.partial
+        for index in self.producers:
+            points = rates[index] * span_s
+            self.arrived[index] += points
+            self.up_s[index] += span_s
+            total = partial[index] + points
+            batches = int(total // size)
+            self.done += batches
+            partial[index] = total - batches * size
+        if self.keep_backlog:
+            for index in self.waiting:
+                partial[index] += rates[index] * span_s  # kept for whoever reads it next
+
+    def read_backlog(self) -> None:
+        """Producing workers read what their stream kept at once (fallback's stand-ins)."""
+        if self.keep_backlog:
+            self.advance(0.0)
+
+    def time_to(self, batches: int, within_s: float) -> float:
+        """Seconds until `batches` more are done at the current producers; inf when not
+        within `within_s`."""
+        if batches <= 0:
+            return 0.0
+        size, rates, partial = self.batch_size, self.rates, self.partial
+        producing = self.producers
+        if not producing:
+            return math.inf
+        if len(producing) == 1:
+            index = producing[0]
+            at = (batches * size - partial[index]) / rates[index]
+            return at if at <= within_s else math.inf
+        points = sum(partial[i] + rates[i] * within_s for i in producing)
+        if points < batches * size:
+            return math.inf  # not even the points for them arrive in time
+        # each producer's next completion, merged in time order
+        heap = [((size - partial[i]) / rates[i], i) for i in producing]
+        heapq.heapify(heap)
+        for _ in range(batches - 1):
+            at, index = heap[0]
+            if at > within_s:
+                return math.inf
+            heapq.heapreplace(heap, (at + size / rates[index], index))
+        return heap[0][0] if heap[0][0] <= within_s else math.inf
+
+    def observed(self, homogeneous: bool, prior: float) -> tuple[float, ...] | None:
+        """λ̂ as the lab estimates it, once every worker's share of a batch arrived."""
+        if not self.enough_seen:
+            self.enough_seen = sum(self.arrived) >= len(self.rates) * self.batch_size
+            if not self.enough_seen:
+                return None
+        stats: list[tuple[int, float] | None] = [
+            (int(points), up) for points, up in zip(self.arrived, self.up_s, strict=True)
+        ]
+        return tuple(estimated_rates(stats, homogeneous, prior))
+
+
+class PolicyTimeLimit(BaseException):
+    """The run's policy decisions took longer than its time limit (a BaseException, so
+    that the engine's catching what a policy raises does not catch it)."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """PolicyTimeLimit in this (the main) thread once `seconds` of wall time passed."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise PolicyTimeLimit
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished run: the engine (meter, counts) and when the work was done."""
+
+    engine: Engine
+    finish_s: float
+
+
+def replay(entry: str, config: DollJob, prices: PriceTrace,
+           capacity: CapacityTrace | None = None, start: int | None = None) -> Outcome:
+    """Run policy `entry` on the engine, from event to event, until the work is done;
+    PolicyFailed when its policy fails (or its capacity trace ends first under Can't Be
+    Late's rules)."""
+    engine = Engine(entry, config, capacity, start)
+    engine.record_capacity = False
+    engine.policy.reporting = False  # a built-in's plan probability: not reported here
+    return Simulation(engine, config, TraceReplay(prices, config.compression)).run()
+
+
+class Simulation:
+    def __init__(self, engine: Engine, config: DollJob, prices: TraceReplay) -> None:
+        self.engine = engine
+        self.config = config
+        self.prices = prices
+        self.streams = Streams(engine.rates, config.batch_size, engine.stand_ins_on)
+        self.needed = config.k * -(-config.batches // config.k)
+        self.observed: tuple[float, ...] | None = None
+        self.ticks = 0  # capacity ticks stepped (or chain steps)
+        self.capacity_event = -math.inf  # the next capacity tick that matters
+
+    def run(self) -> Outcome:
+        engine, config, streams = self.engine, self.config, self.streams
+        homogeneous, workers = config.rates == "homogeneous", range(config.workers)
+        engine.price = self.prices.price_at(0.0)
+        engine.update_capacity(0.0)
+        engine.decide_here(0.0, False, 0, None)
+        now, next_status, version, change = 0.0, 0.0, -1, math.inf
+        while True:
+            price_changed = self._replay_prices(now) if self.prices.loop_s > 0 else False
+            engine.bill(now)
+            self._step_schedule(now)
+            scheduled = now >= next_status
+            if engine.decision_due(now, scheduled, price_changed):
+                if scheduled or price_changed:
+                    self.observed = streams.observed(homogeneous, config.rate)
+                    next_status = now + config.adapt_interval_s
+                processed = config.k * (streams.done // config.k)
+                engine.decide_here(now, price_changed, processed, self.observed)
+            if engine.version != version or now >= change:
+                version = engine.version
+                streams.set_producing([engine.producing(i, now) for i in workers])
+                streams.read_backlog()
+                pending = engine.next_change_s(now)
+                change = math.inf if pending is None else pending
+            following = self._next_event(now, next_status, change)
+            finish = now + streams.time_to(self.needed - streams.done, following - now)
+            if finish <= following:
+                streams.advance(finish - now)
+                engine.bill(finish)
+                return Outcome(engine, finish)
+            if following == math.inf:
+                raise PolicyFailed(engine.failure(now, "no worker receives data and nothing "
+                                                       "will change"))
+            streams.advance(following - now)
+            now = following
+
+    def _replay_prices(self, now: float) -> bool:
+        """As the lab: the trace's changes up to now, taken by the engine."""
+        engine = self.engine
+        window = engine.price_window(now)
+        if window is not None:
+            engine.price_changes += self.prices.changes_between(*window)
+        return engine.take_prices(now)
+
+    def _step_schedule(self, now: float) -> None:
+        """The chain steps due by now (as the lab's loop takes them), or one capacity step
+        when a tick began (or a notice came due) since the last."""
+        engine = self.engine
+        if engine.capacity is None:
+            due = int(now / self.config.refresh_s + 1e-9)
+            while self.ticks < due:
+                engine.step(now)
+                self.ticks += 1
+            return
+        tick = engine.tick(now)
+        if tick != self.ticks or engine.warning_s > 0 or self.engine.cant_be_late:
+            self.ticks = tick
+            engine.step(now)
+
+    def _next_event(self, now: float, next_status: float, change: float) -> float:
+        engine, config = self.engine, self.config
+        following = change if engine.cant_be_late else min(change, next_status)
+        if engine.price_changes:
+            following = min(following, engine.price_changes[0][0])
+        elif self.prices.loop_s > 0:
+            following = min(following, engine.prices_known_until)
+        if engine.capacity is None:
+            following = min(following, (self.ticks + 1) * config.refresh_s)
+        else:
+            if now >= self.capacity_event:
+                self.capacity_event = self._next_capacity_event(now)
+            following = min(following, self.capacity_event)
+            notice_at = self.capacity_event - engine.warning_s
+            if engine.warning_s > 0 and notice_at > now:
+                following = min(following, notice_at)
+        return max(following, now + 1e-12)
+
+    def _next_capacity_event(self, now: float) -> float:
+        """The next tick where the count changes (every tick under Can't Be Late's rules,
+        which decide at each)."""
+        engine = self.engine
+        replay = engine.capacity
+        assert replay is not None
+        tick = engine.tick(now)
+        following = tick + 1
+        try:
+            if not self.engine.cant_be_late:
+                current = replay.capacity_of_tick(tick)
+                limit = following + len(replay.trace.counts)
+                while following < limit and replay.capacity_of_tick(following) == current:
+                    following += 1
+        except TraceEnded:
+            pass  # the step there fails the run
+        return replay.tick_start(following)
+
+
+def timed_replay(entry: str, config: DollJob, prices: PriceTrace,
+                 capacity: CapacityTrace | None, start: int | None,
+                 limit_s: float) -> tuple[Outcome, float]:
+    """`replay` within `limit_s` of wall time (PolicyFailed past it), and its wall time."""
+    began = time.perf_counter()
+    try:
+        with time_limit(limit_s):
+            outcome = replay(entry, config, prices, capacity, start)
+    except PolicyTimeLimit:
+        raise PolicyFailed(f"policy {policy_name(entry)} failed: its run took longer than "
+                           f"--policy-time {limit_s:g} s") from None
+    return outcome, time.perf_counter() - began
