@@ -140,9 +140,9 @@ def test_infer_up_on_a_stack_then_commands_through_the_coordinators_pod(
     # job's code (every worker's working folder) nor on its command line
     assert settings is not None and settings["workers"] == 5
     assert settings["command_token"] == record.command_token
-    assert record.command_token not in cluster.settings_text
+    assert record.command_token and record.command_token not in cluster.settings_text
     line = run.command("out", "stack:dev", {"--settings": "settings.json"})
-    assert record.command_token and record.command_token not in " ".join(line)
+    assert record.command_token not in " ".join(line)
     assert cluster.settings_mode == 0o600
     assert settings["store"] == ""  # the job puts the store beside its results, on S3
     assert (record.stack, record.store) == ("dev", str(cluster.store))
