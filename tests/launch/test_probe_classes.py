@@ -103,6 +103,16 @@ def test_an_endpoint_that_is_not_a_url_is_refused_by_every_task_taking_one(url: 
         assert "expected http(s)://HOST:PORT" in refused(spec, option, url)
 
 
+@pytest.mark.parametrize("shape", ["{a},,{b}", ",{a}", "{a},", "{a}, ,{b}", ",", " "])
+def test_a_list_with_an_empty_item_is_refused_by_every_task_taking_a_list(shape: str) -> None:
+    found = takers(lambda o: o.is_list)
+    assert {"sweep_burst"} <= {task for task, _, _ in found}
+    for _, spec, option in found:
+        good = [option.text((item,)) for item in option.default or ()]
+        a, b = (good + good)[:2] if good else ("1", "2")
+        assert "expected a comma-separated list" in refused(spec, option, shape.format(a=a, b=b))
+
+
 OUT_OF_RANGE = {
     "refresh": ["1e-9", "0", "1e9"],
     "warning": ["1e-9", "1e9"],

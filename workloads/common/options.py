@@ -19,7 +19,8 @@ made with `option(...)`; the field's annotation is the option's type:
     ELASTIC = OptionSpec(ElasticOptions, prog="python -m workloads.elastic", description="...")
 
 Types: int, float, str (with `choices`: a choice), bool (a switch), Path, tuple[str, ...] /
-tuple[int, ...] / tuple[float, ...] (a comma-separated list, never empty, no repeats), and
+tuple[int, ...] / tuple[float, ...] (a comma-separated list, never empty, no empty item, no
+repeats), and
 any of them `| None` (default None: not set); a path's parts fit a file system's limits.
 A text that becomes part of a path takes `pattern=NAME` (vocab.names), said in `--help`.
 Bounds: `minimum` (≥), `above` (>), `maximum` (≤). The flag is `--<field-name-with-dashes>`
@@ -150,8 +151,8 @@ class Option:
         if text in self.info.aliases:
             return self.info.aliases[text]
         if self.is_list:
-            items = [part.strip() for part in text.split(",") if part.strip()]
-            if not items:
+            items = [part.strip() for part in text.split(",")]
+            if not all(items):  # `30,,50`, a trailing comma: a value left out, not skipped
                 self.fail(repr(text))
             values = tuple(self._read_one(item, text) for item in items)
             if len(set(values)) != len(values):
