@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from launch.requirements import REQUIREMENT_FORM, read_requirements
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from netem.profile import MAX_BW_MBIT, MIN_BW_MBIT
 from spotlab.options import SpotLabOptions
@@ -162,13 +163,17 @@ class RequirementsOptions:
 
     requirements: Path | None = option(
         None,
-        "pip requirements file (one requirement a line) of your code's own imports: "
-        "installed with the job on every node of an --address or --stack cluster; on the "
-        "local lab each must be installed here already",
+        f"requirements file of your code's own imports: one `{REQUIREMENT_FORM}` a line "
+        "(PEP 508 without URLs: no `name @ url`, git+, local paths or archives, pip options "
+        "such as -r/-e/--index-url, or ${VAR}), # comments and blank lines; installed with "
+        "the job on every node of an --address or --stack cluster; on the local lab each "
+        "must be installed here already",
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.requirements is not None:
+            read_requirements(self.requirements)  # each line checked before anything starts
 
 
 TARGET_SPEC = OptionSpec(TargetOptions)

@@ -113,6 +113,38 @@ def test_a_list_with_an_empty_item_is_refused_by_every_task_taking_a_list(shape:
         assert "expected a comma-separated list" in refused(spec, option, shape.format(a=a, b=b))
 
 
+NOT_REQUIREMENTS = {
+    "a URL": "numpy @ https://example.com/numpy-1.0.tar.gz",
+    "a local file URL": "numpy @ file:///tmp/numpy",
+    "a VCS URL": "git+https://github.com/numpy/numpy",
+    "a local folder": "./vendor/numpy",
+    "an absolute path": "/tmp/numpy",
+    "a home path": "~/numpy",
+    "an archive": "numpy-1.0-py3-none-any.whl",
+    "another requirements file": "-r other.txt",
+    "an editable": "-e .",
+    "an index": "--index-url https://example.com/simple",
+    "an option after a requirement": "numpy==1.26 --hash=sha256:00",
+    "a variable": "numpy==${NUMPY_VERSION}",
+    "a variable in a marker": "numpy ; python_version > '${PY}'",
+    "garbage": "not a requirement!",
+}
+
+
+@pytest.mark.parametrize("line", NOT_REQUIREMENTS.values(), ids=NOT_REQUIREMENTS.keys())
+def test_a_requirements_line_other_than_name_specifier_marker_is_refused_by_every_task(
+        tmp_path: Path, line: str) -> None:
+    found = takers(lambda o: o.dest == "requirements")
+    assert {task for task, _, _ in found} >= {"run_doll", "run_burst", "sweep_burst", "run_rl",
+                                               "run_elastic"}
+    path = tmp_path / "requirements.txt"
+    path.write_text(f"# ours\nnumpy>=1.20  # arrays\n\n{line}\nscipy\n")
+    for _, spec, option in found:
+        message = refused(spec, option, str(path))
+        assert message.startswith(f"--requirements: {path}:4: {line!r}: "), message
+        assert message.endswith("expected name[extras] specifier ; marker, one a line")
+
+
 OUT_OF_RANGE = {
     "refresh": ["1e-9", "0", "1e9"],
     "warning": ["1e-9", "1e9"],
