@@ -20,6 +20,7 @@ from workloads.common.options import (
     OptionError,
     OptionSpec,
     check_fields,
+    check_folder,
     option,
 )
 
@@ -67,17 +68,6 @@ def check_new_file(flag: str, path: Path) -> None:
         raise OptionError(flag, f"{parent} is a file, not a folder")
 
 
-def check_out_folder(flag: str, path: Path) -> None:
-    """`path` can be a results folder: not a file, nor under one, nor the root."""
-    if path.exists() and not path.is_dir():
-        raise OptionError(flag, f"{path} is a file, not a folder")
-    parent = next((p for p in path.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise OptionError(flag, f"{parent} is a file, not a folder")
-    if path.resolve() == Path(path.resolve().anchor):
-        raise OptionError(flag, f"{path} is the root folder; give a folder for the results")
-
-
 @dataclass(frozen=True, kw_only=True)
 class StackTarget:
     stack: str | None = option(
@@ -93,7 +83,7 @@ class StackTarget:
     def __post_init__(self) -> None:
         check_fields(self)
         if self.out is not None:
-            check_out_folder("--out", self.out)
+            check_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,7 +313,7 @@ class BandwidthOptions:
     """A cross-site link: a profile by name or file, or a bandwidth (exactly one)."""
 
     bw: float | None = option(None, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
-    profile: str | None = option(None, PROFILE_HELP)
+    profile: str | None = option(None, PROFILE_HELP, path="file")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -353,7 +343,7 @@ class MeasureLinkOptions(BandwidthOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.out is not None:
-            check_out_folder("--out", self.out)
+            check_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)

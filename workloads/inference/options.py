@@ -75,7 +75,7 @@ class ServiceOptions:
     store: str | None = option(None, "file store that every node reaches: a folder "
                                "shared by the nodes or s3://bucket/prefix (not set: a folder "
                                "under results/inference/ on the local lab, the stack's "
-                               "bucket on --stack)")
+                               "bucket on --stack)", path="folder")
     store_endpoint: str | None = option(None, "S3 endpoint URL of the store (a local S3)")
 
     def __post_init__(self) -> None:
@@ -129,7 +129,8 @@ JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a
 
 @dataclass(frozen=True, kw_only=True)
 class DemoOptions:
-    dir: str | None = option(None, "local folder to write the files into (required)")
+    dir: str | None = option(None, "local folder to write the files into (required)",
+                             path="folder")
     repeat: int = option(1, "the held-out digits (450) repeated this often in the test set",
                          minimum=1, maximum=10_000)
 
@@ -137,13 +138,10 @@ class DemoOptions:
         check_fields(self)
 
     def folder(self) -> Path:
-        """The folder; OptionError when --dir is not given or names a file."""
+        """The folder (check_fields saw it is no file); OptionError when --dir is not given."""
         if not self.dir:
             raise OptionError("--dir", "required: the local folder to write the files into")
-        folder = Path(self.dir)
-        if folder.exists() and not folder.is_dir():
-            raise OptionError("--dir", f"{self.dir!r} is a file, not a folder")
-        return folder
+        return Path(self.dir)
 
 
 DEMO_SPEC = OptionSpec(DemoOptions, prog="invoke files-demo",
