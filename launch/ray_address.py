@@ -20,10 +20,13 @@ class NotRay(UserError, ConnectionError):
     """Nothing at the address answers as a Ray cluster does."""
 
 
-def check_answers_as_ray(address: str, deadline_s: float = ANSWER_DEADLINE_S) -> None:
+def check_answers_as_ray(address: str, deadline_s: float | None = None) -> None:
     """NotRay in one line naming `address` unless a gRPC server answers there within
-    `deadline_s` (Ctrl-C and SIGTERM are honoured while it waits)."""
+    `deadline_s` (default ANSWER_DEADLINE_S; Ctrl-C and SIGTERM are honoured while it
+    waits)."""
     import socket
+
+    deadline_s = ANSWER_DEADLINE_S if deadline_s is None else deadline_s
 
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:

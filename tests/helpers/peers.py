@@ -23,6 +23,7 @@ class LoopbackServer:
             raise ValueError(mode)
         self.mode = mode
         self.listener = socket.create_server(("127.0.0.1", 0))
+        self._port: int = self.listener.getsockname()[1]
         self.listener.settimeout(0.2)
         self.stopped = threading.Event()
         self.accepted = threading.Event()
@@ -34,8 +35,7 @@ class LoopbackServer:
 
     @property
     def port(self) -> int:
-        port: int = self.listener.getsockname()[1]
-        return port
+        return self._port
 
     @property
     def url(self) -> str:
