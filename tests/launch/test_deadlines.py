@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +122,27 @@ def test_a_service_command_gives_up_on_a_silent_or_dripping_endpoint_naming_it(
         send_command(server.url, "token", "job_status", [], timeout_s=1.0)
     assert time.monotonic() - started < 1.0 + 5.0
     assert str(failed.value).startswith(f"no answer from {server.url} within 1 s")
+
+
+@pytest.mark.parametrize("server", ["drip-body"], indirect=True)
+def test_an_abandoned_call_lets_go_of_the_connection_it_was_reading(
+        server: LoopbackServer) -> None:
+    """A body dripped forever: past the deadline, the caller closes the connection at once
+    (http.client's close waits for the reader's lock, which the call held until the server
+    stopped: never), because call_within shut down the call's socket."""
+    import http.client
+
+    from workloads.common.deadline import DeadlineExceeded, call_within
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+
+    def read_all() -> bytes:
+        connection.request("GET", "/")
+        return connection.getresponse().read()
+
+    with pytest.raises(DeadlineExceeded):
+        call_within(read_all, 1.0)
+    closing = threading.Thread(target=connection.close, daemon=True)
+    closing.start()
+    closing.join(5.0)
+    assert not closing.is_alive(), "close() is held by the abandoned read"
