@@ -177,8 +177,9 @@ def efs_csi_policy(file_system_arn: str, access_point_arn: str) -> str:
                     "Effect": "Allow",
                     "Action": list(EFS_CLIENT_ACTIONS),
                     "Resource": file_system_arn,
+                    # an ARN-valued key: compared as an ARN, never as text
                     "Condition": {
-                        "StringEquals": {"elasticfilesystem:AccessPointArn": access_point_arn}
+                        "ArnEquals": {"elasticfilesystem:AccessPointArn": access_point_arn}
                     },
                 },
             ],

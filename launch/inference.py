@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from launch import pulumi_cli
 from launch.options import TargetOptions
+from launch.ray_address import NotRay, check_answers_as_ray
 from launch.ray_private import reload_auth
 from netem.lab.state import state_dir as two_site_state_dir
 from vocab.errors import one_line
@@ -124,16 +125,13 @@ class ServiceRecord:
 
 
 def _reachable(address: str) -> None:
-    """A quick refusal instead of Ray's minute of reconnecting to a cluster that is gone."""
-    import socket
-
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    """A quick refusal instead of Ray's minute of reconnecting to a cluster that is gone, or
+    to a server that is no Ray cluster (silent, dripping, another protocol)."""
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0):
-            pass
-    except (OSError, ValueError):
-        raise ServiceError(f"the service's Ray cluster at {address} does not answer "
-                           "(was its lab removed? infer-down clears the record)") from None
+        check_answers_as_ray(address)
+    except NotRay as error:
+        raise ServiceError(f"{error} (was its lab removed? infer-down clears the record)") \
+            from None
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from launch.requirements import REQUIREMENT_FORM, read_requirements
 from launch.watchdog import DEFAULT_STALL_TIMEOUT_S
 from netem.profile import MAX_BW_MBIT, MIN_BW_MBIT
 from spotlab.options import SpotLabOptions
@@ -19,6 +20,7 @@ from workloads.common.options import (
     OptionError,
     OptionSpec,
     check_fields,
+    check_folder,
     option,
 )
 
@@ -66,17 +68,6 @@ def check_new_file(flag: str, path: Path) -> None:
         raise OptionError(flag, f"{parent} is a file, not a folder")
 
 
-def check_out_folder(flag: str, path: Path) -> None:
-    """`path` can be a results folder: not a file, nor under one, nor the root."""
-    if path.exists() and not path.is_dir():
-        raise OptionError(flag, f"{path} is a file, not a folder")
-    parent = next((p for p in path.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise OptionError(flag, f"{parent} is a file, not a folder")
-    if path.resolve() == Path(path.resolve().anchor):
-        raise OptionError(flag, f"{path} is the root folder; give a folder for the results")
-
-
 @dataclass(frozen=True, kw_only=True)
 class ResultsFolderOptions:
     """Where a task that runs here writes its results folder."""
@@ -88,7 +79,7 @@ class ResultsFolderOptions:
     def __post_init__(self) -> None:
         check_fields(self)
         if self.out is not None:
-            check_out_folder("--out", self.out)
+            check_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,13 +159,17 @@ class RequirementsOptions:
 
     requirements: Path | None = option(
         None,
-        "pip requirements file (one requirement a line) of your code's own imports: "
-        "installed with the job on every node of an --address or --stack cluster; on the "
-        "local lab each must be installed here already",
+        f"requirements file of your code's own imports: one `{REQUIREMENT_FORM}` a line "
+        "(PEP 508 without URLs: no `name @ url`, git+, local paths or archives, pip options "
+        "such as -r/-e/--index-url, or ${VAR}), # comments and blank lines; installed with "
+        "the job on every node of an --address or --stack cluster; on the local lab each "
+        "must be installed here already",
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.requirements is not None:
+            read_requirements(self.requirements)  # each line checked before anything starts
 
 
 TARGET_SPEC = OptionSpec(TargetOptions)
@@ -325,7 +320,7 @@ class BandwidthOptions:
     """A cross-site link: a profile by name or file, or a bandwidth (exactly one)."""
 
     bw: float | None = option(None, BW_HELP, minimum=MIN_BW_MBIT, maximum=MAX_BW_MBIT)
-    profile: str | None = option(None, PROFILE_HELP)
+    profile: str | None = option(None, PROFILE_HELP, path="file")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -355,7 +350,7 @@ class MeasureLinkOptions(BandwidthOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.out is not None:
-            check_out_folder("--out", self.out)
+            check_folder("--out", self.out)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,12 +39,17 @@ class ClusterUnreachable(UserError, ConnectionError):
 
 
 HTTP_CONNECT_TIMEOUT_S = 5.0
-HTTP_READ_TIMEOUT_S = 30.0
-HTTP_DEADLINE_S = 120.0
-"""The longest one Jobs API call (submit, status, logs, stop) may take: to connect
-HTTP_CONNECT_TIMEOUT_S, each read HTTP_READ_TIMEOUT_S, and the whole call HTTP_DEADLINE_S even
-from a server that drips its answer a byte at a time. The log stream is watched by the
-run's progress watchdog instead (--stall-timeout)."""
+HTTP_READ_TIMEOUT_S = 15.0
+HTTP_DEADLINE_S = 20.0
+"""The longest one Jobs API call (the version check, submit, status, stop) may take: to
+connect HTTP_CONNECT_TIMEOUT_S, each read HTTP_READ_TIMEOUT_S, and the whole call
+HTTP_DEADLINE_S even from a server that drips its answer a byte at a time: an address that
+is no Ray dashboard is one line within it. The log stream is watched by the run's progress
+watchdog instead (--stall-timeout)."""
+TRANSFER_DEADLINE_S = 600.0
+"""The whole-call deadline of the calls whose size is the run's own: the code's upload and
+the finished job's whole log (only ever sent to a dashboard that answered already)."""
+TRANSFERS = re.compile(r"(PUT /api/packages/|GET /api/jobs/[^/]+/logs$)")
 
 
 class _DeadlineClient(JobSubmissionClient):
@@ -55,12 +60,13 @@ class _DeadlineClient(JobSubmissionClient):
     def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
         kwargs.setdefault("timeout", (HTTP_CONNECT_TIMEOUT_S, HTTP_READ_TIMEOUT_S))
         call = super()._do_request
+        deadline = (TRANSFER_DEADLINE_S if TRANSFERS.match(f"{method} {endpoint}")
+                    else HTTP_DEADLINE_S)
         try:
-            return call_within(lambda: call(method, endpoint, **kwargs), HTTP_DEADLINE_S)
+            return call_within(lambda: call(method, endpoint, **kwargs), deadline)
         except DeadlineExceeded:
             raise ClusterUnreachable(f"the Ray dashboard at {self._address} did not answer "
-                                     f"{method} {endpoint} within {HTTP_DEADLINE_S:g} s") \
-                from None
+                                     f"{method} {endpoint} within {deadline:g} s") from None
 
 
 def jobs_client(address: str, token: str | None) -> JobSubmissionClient:

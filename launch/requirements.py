@@ -5,9 +5,11 @@ the version installed here. Derived every time, never typed: a new import is a n
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
+from typing import NoReturn
 
 from workloads.common.input_files import read_input_text
 from workloads.common.options import OptionError
@@ -81,29 +83,46 @@ def pinned_requirements(root: Path, module: str, project_packages: tuple[str, ..
 
 
 MAX_REQUIREMENTS_BYTES = 1 << 20
+REQUIREMENT_FORM = "name[extras] specifier ; marker"
+"""The one form a line of --requirements may take (PEP 508 without a URL); said in --help."""
+_COMMENT = re.compile(r"(^|\s)#.*$")  # pip's: a `#` that starts the line or follows a space
+_OPTION = re.compile(r"\s--?[A-Za-z]")  # `numpy --hash=...`: an option after a requirement
+_ARCHIVE = re.compile(r"\.(whl|zip|tar|tgz|tbz|txz|tlz|tar\.(gz|bz2|xz|lz|lzma))$", re.I)
 
 
 def read_requirements(path: Path) -> tuple[str, ...]:
     """The requirement lines of a pip requirements file (comments and blank lines left out),
-    each checked to be one requirement (`name[extras] (specifier) ; marker`); pip's options
-    (`-r`, `-e`, `--index-url`) and local paths are refused, as a cluster cannot follow
-    them. One line naming --requirements and the bad line if not."""
+    each one requirement of the form REQUIREMENT_FORM: no URL (`name @ url`, `git+...`), no
+    local path or archive, no pip option (`-r`, `-e`, `--index-url`, `--hash`), no `${VAR}`
+    (pip would expand it from the environment of whoever installs). One line naming
+    --requirements, the file, the line's number and the line if not."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     text = read_input_text(FLAG, path, max_bytes=MAX_REQUIREMENTS_BYTES)
     lines = []
     for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #")[0].strip()
-        if not line or line.startswith("#"):
+        line = _COMMENT.sub("", raw).strip()
+        if not line:
             continue
-        if line.startswith("-"):
-            raise OptionError(FLAG, f"{path}:{number}: {line!r}: pip options are not "
-                              "followed; list each requirement on a line of its own")
+
+        def refuse(why: str, shown: str = raw.strip(), number: int = number) -> NoReturn:
+            raise OptionError(FLAG, f"{path}:{number}: {shown!r}: {why}; expected "
+                              f"{REQUIREMENT_FORM}, one a line")
+
+        if line.startswith("-") or _OPTION.search(line):
+            refuse("pip options are not followed")
+        if "$" in line:
+            refuse("environment variables are not expanded")
+        if "://" in line or line.startswith((".", "/", "~")) or "\\" in line:
+            refuse("URLs and local paths are not installed")
         try:
-            Requirement(line)
+            requirement = Requirement(line)
         except InvalidRequirement as error:
-            raise OptionError(FLAG, f"{path}:{number}: {line!r} is not a requirement "
-                              f"({' '.join(str(error).split())})") from None
+            refuse(f"not a requirement ({str(error).splitlines()[0].strip()})")
+        if requirement.url is not None:
+            refuse("URLs and local paths are not installed")
+        if "/" in requirement.name or _ARCHIVE.search(requirement.name):
+            refuse("URLs and local paths are not installed")
         lines.append(line)
     return tuple(lines)
 

@@ -336,6 +336,31 @@ def stop_marked(pids: Iterable[int], owner: str, grace_s: float = 10.0,
             os.close(handle)
 
 
+STOP_ROUNDS = 3
+
+
+def stop_all_marked(owner: str, also: Iterable[int] = (), grace_s: float = 10.0,
+                    kill_wait_s: float = 5.0) -> Stopped:
+    """Stop every process that carries `owner`'s marker (and those of `also` that carry it),
+    looking again after each round: a node being stopped can still start a process (a Ray
+    worker, an agent) after the first look, which a single list of PIDs would miss. At most
+    STOP_ROUNDS rounds; what the rounds stopped, left and found not ours, together."""
+    stopped: set[int] = set()
+    left: set[int] = set()
+    not_ours: set[int] = set()
+    pids = set(also) | marked_pids(owner)
+    for _ in range(STOP_ROUNDS):
+        result = stop_marked(pids, owner, grace_s=grace_s, kill_wait_s=kill_wait_s)
+        stopped |= result.stopped
+        left = set(result.left)
+        not_ours |= result.not_ours
+        pids = marked_pids(owner)
+        if not pids - left:
+            break
+    return Stopped(stopped=frozenset(stopped - left), left=frozenset(left),
+                   not_ours=frozenset(not_ours))
+
+
 def _ended(handle: int) -> bool:
     """The process behind the pidfd has exited (a child of ours is left for its owner's
     handle to reap, which keeps its exit status)."""

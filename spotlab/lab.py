@@ -263,7 +263,7 @@ def stop_lab(lab_id: str | None = None, progress: Progress = print_progress,
         state = load_state(lab_id)  # the supervisor may have added nodes meanwhile
         recorded = {int(node["pid"]): node["name"] for node in state.get("nodes", [])
                     if node.get("pid") is not None}
-        left = procs.stop_marked(set(recorded) | procs.marked_pids(lab_id), lab_id, grace_s=5.0)
+        left = procs.stop_all_marked(lab_id, set(recorded), grace_s=5.0)
         for pid in sorted(left.not_ours):
             progress(f"node {recorded.get(pid)}: recorded pid {pid} is no longer the lab's "
                      f"(no marker): left alone")
@@ -332,8 +332,8 @@ def _remove_by_markers(lab_id: str, problem: str, progress: Progress) -> list[st
     progress(f"{problem}; removing what carries lab {lab_id}'s marker")
     removed: list[str] = []
     supervisor = procs.marked_pids(node_marker(lab_id, "supervisor"))
-    for pids, grace_s in ((supervisor, 30.0), (procs.marked_pids(lab_id), 10.0)):
-        result = procs.stop_marked(pids, lab_id, grace_s=grace_s)
+    for result in (procs.stop_marked(supervisor, lab_id, grace_s=30.0),
+                   procs.stop_all_marked(lab_id, grace_s=10.0)):
         removed += [f"pid {pid}" for pid in sorted(result.stopped)]
     temp_dir = lab_temp_dir(lab_id)
     if temp_dir.is_dir() and not temp_dir.is_symlink():

@@ -54,7 +54,7 @@ class SpotLabOptions:
                             f"{DEFAULT_COMPRESSION:g})", minimum=MIN_STEP_S,
                             maximum=MAX_LAB_S)
     trace: str | None = option(None, "price model: a describe-spot-price-history JSON file "
-                                     "(needs --bid)")
+                                     "(needs --bid)", path="file")
     bid: float | None = option(None, "price model: $/h; a spot node is preempted while the "
                                      "price is above it", above=0.0)
     zone: str = option(_DEFAULTS.zone, "price trace: availability zone to replay")
@@ -67,7 +67,8 @@ class SpotLabOptions:
               "N}, \"data\": [count, ...]}, the public spot-traces format), replayed with "
               "--trace-compression trace seconds per lab second like a price trace, looping, "
               "from a tick drawn from --lab-seed (0: the first); spot slot i has capacity "
-              "while the count is above i, so a fall sends the nodes above it their notice")
+              "while the count is above i, so a fall sends the nodes above it their notice",
+        path="file")
     warning: float = option(_DEFAULTS.warning_s,
                             f"seconds from a notice to the kill (AWS's {SPOT_WARNING_S:g} s / "
                             f"{DEFAULT_COMPRESSION:g})", minimum=MIN_STEP_S,

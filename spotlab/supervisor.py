@@ -63,12 +63,15 @@ from vocab.spot import (
     node_labels,
     placement_resources,
 )
+from workloads.common.deadline import DeadlineExceeded, call_within
 from workloads.common.spot_market.billing import Meter
 
 READY_LINE = "spotlab supervisor: lab is up"
 FAILED_LINE = "spotlab supervisor: lab failed:"
 """The supervisor's last line when the lab did not come up, then why in a few words."""
 TICK_S = 0.1
+GCS_READ_S = 10.0
+"""The longest one read of the GCS may hold the loop (a node's end is seen without it)."""
 SAVE_EVERY_S = 2.0
 NODE_START_TIMEOUT_S = 120.0
 """From a node's start to its join, per attempt."""
@@ -231,6 +234,7 @@ class Supervisor:
         self.head_address = ""
         self.up_at = 0.0
         self.gcs: Any = None
+        self.head_lost = False  # its `ray start` ended: the GCS is gone, never asked again
         self.lock = threading.RLock()  # the loop's tick vs a node's kill at its deadline
         self.kill_guard = threading.Lock()
         self.stopping = False
@@ -395,6 +399,8 @@ class Supervisor:
         due = self.capacity.interruptions_between(self.scheduled_to, lab_s)
         self.scheduled_to = lab_s
         available = self.capacity.available(lab_s)
+        for node in list(self.nodes.values()):  # before the GCS is asked: it may be gone
+            self._watch_exit(node, now)
         infos = self._ray_nodes()
         self._watch_joins(infos, record=True)
         draining = self._draining()
@@ -557,6 +563,15 @@ class Supervisor:
                 and node.agent.poll() is not None):
             node.agent_exited = True
             self._event("agent-exit", node, returncode=node.agent.returncode)
+        self._watch_exit(node, now)
+        if node.ray_id and node.dead_at is None and infos.dead(node.ray_id):
+            node.dead_at = now
+            self._event("dead", node)
+
+    def _watch_exit(self, node: Node, now: float) -> None:
+        """A node's `ray start` that ended: what it left is stopped by the node's marker (a
+        head killed outright leaves its GCS, dashboard and agents, which nothing else ends);
+        a head's end also ends every question to its GCS."""
         if node.exited_at is None and node.process.poll() is not None:
             node.exited_at = now
             self._event("exit", node, returncode=node.process.returncode,
@@ -569,9 +584,8 @@ class Supervisor:
                 if node.spec.slot is not None and not self._replaced(node):
                     self._vacate(node, now)  # a spot node that died by itself is replaced too
                 self._forget(node)
-        if node.ray_id and node.dead_at is None and infos.dead(node.ray_id):
-            node.dead_at = now
-            self._event("dead", node)
+            if node.spec.pool == POOL_HEAD and not self.stopping:
+                self.head_lost = True
 
     def _vacate(self, node: Node, now: float) -> None:
         """The node's slot waits for capacity and a replacement. A replacement that never
@@ -622,11 +636,21 @@ class Supervisor:
     # --- Ray's view, interrupt requests, records ---------------------------------------------
 
     def _ray_nodes(self) -> RayNodes:
-        return RayNodes.of(self.gcs.node_table())
+        return RayNodes.of(self._from_gcs(self.gcs.node_table, []))
 
     def _draining(self) -> dict[str, int]:
-        draining: dict[str, int] = self.gcs.draining_nodes()
+        draining: dict[str, int] = self._from_gcs(self.gcs.draining_nodes, {})
         return draining
+
+    def _from_gcs(self, read: Any, none: Any) -> Any:
+        """A read of the GCS within GCS_READ_S; `none` once the head is gone, or when the
+        GCS did not answer in time (Ray's client waits a minute for a GCS that died)."""
+        if self.head_lost:
+            return none
+        try:
+            return call_within(read, GCS_READ_S)
+        except DeadlineExceeded:
+            return none
 
     def _interrupt_requests(self) -> set[str]:
         """Nodes asked to be interrupted now (spotlab.lab.interrupt: like AWS FIS's
@@ -669,7 +693,7 @@ class Supervisor:
         carries its marker (its Ray daemons and workers); returns how many were running."""
         marker = node_marker(self.lab_id, node.spec.name)
         own = {node.process.pid} | ({node.agent.pid} if node.agent else set())
-        stopped = procs.stop_marked(procs.marked_pids(marker) | own, marker, grace_s=grace_s)
+        stopped = procs.stop_all_marked(marker, own, grace_s=grace_s)
         node.process.poll()
         if node.agent is not None:
             node.agent.poll()
@@ -703,8 +727,7 @@ class Supervisor:
             if left:
                 say(f"node {node.spec.name}: stopped {left} processes it left")
             node.endpoint.close()
-        left_anywhere = procs.stop_marked(procs.marked_pids(self.lab_id) - {os.getpid()},
-                                          self.lab_id, grace_s=5.0)
+        left_anywhere = procs.stop_all_marked(self.lab_id, grace_s=5.0)  # never itself
         if left_anywhere.stopped or left_anywhere.left:
             say(f"stopped {len(left_anywhere.stopped)} more processes of the lab")
         say("all nodes stopped")

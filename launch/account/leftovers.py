@@ -11,7 +11,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from launch.account.aws import AwsAccount, paginate, tag_map
 from vocab.tags import STACK_TAG_KEY, carries_stack_tag
@@ -84,6 +91,9 @@ def find_leftovers(account: AwsAccount, stack: str, cluster_names: Sequence[str]
     for kind, lister in listers:
         try:
             report.leftovers.extend(lister())
+        except (ConnectionClosedError, EndpointConnectionError, ConnectTimeoutError,
+                ReadTimeoutError):
+            raise  # the endpoint itself does not answer: the listing ends in one line
         except (BotoCoreError, ClientError) as error:
             report.unchecked.append(f"{kind}: {error}")
     return report

@@ -33,7 +33,7 @@ def test_your_own_environment_learns_through_preemptions(tmp_path: Path) -> None
     evaluated = tmp_path / "evaluated"
     done = subprocess.run(
         [sys.executable, "-m", "invoke", "rl-evaluate", "--run", str(out), "--episodes", "3",
-         "--out", str(evaluated)],
+         "--env", "examples/rl/reach.py:Reach", "--out", str(evaluated)],
         cwd=PROJECT_DIR, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     again = json.loads((evaluated / "summary.json").read_text())

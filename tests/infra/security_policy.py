@@ -273,6 +273,58 @@ def iam_grants_no_wildcards(run: OfflineRun) -> list[Violation]:
     return violations
 
 
+ARN_VALUED_KEYS = frozenset({"ec2:instanceprofile", "ec2:parentsnapshot", "ec2:parentvolume",
+                             "lambda:layer"})
+"""Condition keys typed ARN by the IAM service authorization reference though their names do
+not end in `Arn`; every key whose name ends in `Arn` is one."""
+ARN_OPERATORS = ("ArnEquals", "ArnLike", "ArnNotEquals", "ArnNotLike")
+
+
+def _iam_documents(resource: DeclaredResource) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(what it is, document) of every IAM document a resource carries: permissions, a
+    role's trust policy, a key's policy."""
+    for document in _permission_documents(resource):
+        yield "policy", document
+    if resource.type == ROLE and resource.inputs.get("assumeRolePolicy"):
+        yield "trust policy", _document(resource.inputs["assumeRolePolicy"])
+    if resource.type == "aws:kms/key:Key" and resource.inputs.get("policy"):
+        yield "key policy", _document(resource.inputs["policy"])
+
+
+def _is_arn_valued(key: str) -> bool:
+    """A condition key whose values are ARNs (`aws:SourceArn`, `ec2:InstanceProfile`)."""
+    name = key.strip().lower()
+    return name.endswith("arn") or name in ARN_VALUED_KEYS
+
+
+def _base_operator(operator: str) -> str:
+    """`ForAnyValue:StringEqualsIfExists` -> `StringEquals`."""
+    return operator.rpartition(":")[2].removesuffix("IfExists")
+
+
+def arn_condition_keys_use_arn_operators(run: OfflineRun) -> list[Violation]:
+    """An ARN-valued condition key is compared with ArnEquals/ArnLike (and their negations),
+    in every IAM document: a String* operator compares the text, which IAM's linters flag and
+    which misses an ARN's case-insensitive service and partition parts."""
+    violations = []
+    for resource in run.resources:
+        for kind, document in _iam_documents(resource):
+            for statement in _statements(document):
+                condition = statement.get("Condition")
+                for operator, entries in (condition if isinstance(condition, dict)
+                                          else {}).items():
+                    if (_base_operator(operator) in ARN_OPERATORS
+                            or not isinstance(entries, dict)):
+                        continue
+                    for key in entries:
+                        if _is_arn_valued(key):
+                            violations.append(Violation(
+                                "iam-arn-condition", _label(resource),
+                                f"its {kind} compares the ARN key {key} with {operator}, "
+                                "not ArnEquals/ArnLike"))
+    return violations
+
+
 def _principals(statement: dict[str, Any]) -> dict[str, list[Any]]:
     principal = statement.get("Principal")
     if principal == "*":
@@ -427,6 +479,7 @@ RULES: list[Callable[[OfflineRun], list[Violation]] | Callable[[OfflineRun], lis
     imds_v2_is_required,
     iam_grants_no_wildcards,
     trust_policies_are_scoped,
+    arn_condition_keys_use_arn_operators,
     fis_interrupts_this_stacks_spot_instances_only,
     no_static_aws_keys,
     *cluster_policy.RULES,  # plain messages: their rule id is the function's name

@@ -114,6 +114,7 @@ FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
 FIS_ROLE = "spot-interruptions-fis"
 FIS_POLICY = "spot-interruptions-fis-interrupt"
 FIS_CPU = "spot-interruptions-spot-cpu"
+EFS_CSI_POLICY = "shared-data-efs-csi-efs"
 
 
 def _fis_target(**values: Any) -> Callable[[OfflineRun], OfflineRun]:
@@ -504,6 +505,32 @@ BROKEN: dict[str, tuple[Callable[[OfflineRun], OfflineRun], set[str]]] = {
                                roleArn="arn:aws:iam::123456789012:role/admin"),
         {"fis-scope"},
     ),
+    "efs-access-point-compared-as-text": (
+        lambda run: _edited(run, ROLE_POLICY, EFS_CSI_POLICY, "policy",
+                            lambda doc: doc["Statement"][1].update(Condition={
+                                "StringEquals": doc["Statement"][1]["Condition"]["ArnEquals"]})),
+        {"iam-arn-condition"},
+    ),
+    "source-arn-matched-by-a-string-pattern-in-a-trust-policy": (
+        lambda run: _with(run, ROLE, _trust({
+            "Principal": {"Service": "sns.amazonaws.com"}, "Action": "sts:AssumeRole",
+            "Condition": {"StringLike": {"aws:SourceArn": "arn:aws:sns:*:123456789012:*"}}})),
+        {"iam-arn-condition"},
+    ),
+    "arn-typed-key-negated-as-text-with-set-and-if-exists-qualifiers": (
+        lambda run: _with(run, POLICY, _policy({
+            "Effect": "Allow", "Action": "ec2:RunInstances", "Resource": "*",
+            "Condition": {"ForAnyValue:StringNotEqualsIfExists": {
+                "ec2:InstanceProfile": "arn:aws:iam::123456789012:instance-profile/x"}}})),
+        {"iam-arn-condition"},
+    ),
+    "principal-arn-in-a-bucket-policy": (
+        lambda run: _with(run, BUCKET_POLICY, {"bucket": "other", **_policy({
+            "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::b/*",
+            "Condition": {"StringNotLike": {"aws:PrincipalArn": "arn:aws:iam::1:role/*"}}})}),
+        {"iam-arn-condition"},
+    ),
     "access-key-id-in-env": (
         lambda run: _with(run, "kubernetes:core/v1:ConfigMap",
                           {"data": {"KEY": "AKIAABCDEFGHIJKLMNOP"}}),
@@ -537,7 +564,14 @@ def test_harmless_variants_do_not_fire(dev_run: OfflineRun) -> None:
     }))
     # a role declared without a trust policy: no one may assume it
     untrusted = _with(patterned, ROLE, {})
-    assert violations(untrusted) == []
+    # ARN keys under the ARN operators, qualified or not; a text key under a text operator
+    arns = _with(untrusted, POLICY, _policy({
+        "Effect": "Allow", "Action": "sns:Publish", "Resource": "arn:aws:sns:us-east-1:1:t",
+        "Condition": {"ArnLike": {"aws:SourceArn": "arn:aws:s3:::spotburst-*"},
+                      "ForAnyValue:ArnNotEqualsIfExists": {
+                          "aws:PrincipalArn": "arn:aws:iam::1:root"},
+                      "StringEquals": {"aws:SourceAccount": "123456789012"}}}))
+    assert violations(arns) == []
 
 
 # The TLS-only statement written the other ways IAM accepts: each still denies it all.
@@ -647,6 +681,12 @@ MESSAGES: dict[str, tuple[Callable[[OfflineRun], OfflineRun], list[str]]] = {
                           {"items": [{"aws_session_token": "x"}]}),
         ["[static-aws-key] kubernetes:core/v1:Secret bad.items[0].aws_session_token: "
          "names an AWS key (aws_session_token)"]),
+    "arn-key-as-text": (
+        lambda run: _with(run, POLICY, _policy({
+            "Effect": "Allow", "Action": "sns:Publish", "Resource": "arn:aws:sns:us-east-1:1:t",
+            "Condition": {"StringEquals": {"aws:SourceArn": "arn:aws:s3:::b"}}})),
+        [f"[iam-arn-condition] {POLICY} bad: its policy compares the ARN key aws:SourceArn "
+         "with StringEquals, not ArnEquals/ArnLike"]),
     "cluster-rules-by-their-function-name": (
         # the cluster policy's plain messages, each under the name of the rule that gave it
         lambda run: _with(run, "eks:index:Cluster", {"endpointPublicAccess": False}),

@@ -103,7 +103,7 @@ def test_the_csi_driver_runs_with_a_role_scoped_to_this_file_system(
         resources = resources if isinstance(resources, list) else [resources]
         assert set(resources) <= {arn(file_system), arn(access_point)}, statement
         if set(statement["Action"]) & set(EFS_CLIENT_ACTIONS):
-            pinned = statement["Condition"]["StringEquals"]["elasticfilesystem:AccessPointArn"]
+            pinned = statement["Condition"]["ArnEquals"]["elasticfilesystem:AccessPointArn"]
             assert pinned == arn(access_point)
 
 

@@ -33,7 +33,7 @@ from launch.account.checks import (
     render_preflight,
     run_preflight,
 )
-from launch.account.leftovers import find_leftovers, render_leftovers
+from launch.account.leftovers import Leftover, find_leftovers, render_leftovers
 from launch.account.scale import (
     ELASTIC_IPS,
     NAT_GATEWAYS,
@@ -747,13 +747,36 @@ def test_leftovers_find_what_kubernetes_and_the_stack_left(account: AwsAccount) 
 
 
 def test_an_unlistable_kind_is_reported_not_called_clean(
+    account: AwsAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kind AWS refuses to list (no permission, say) stays unlisted: not 'nothing left'."""
+    from botocore.exceptions import ClientError
+
+    from launch.account import leftovers
+
+    def refused(*args: object) -> Iterator[Leftover]:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}},
+                          "DescribeFileSystems")
+
+    monkeypatch.setattr(leftovers, "_file_systems", refused)
+    report = find_leftovers(account, "dev", [CLUSTER])
+    assert not report.clean and len(report.unchecked) == 1
+    assert "not checked, list it yourself: EFS file systems" in render_leftovers(report)
+
+
+def test_an_endpoint_that_does_not_answer_ends_the_listing_in_one_line(
     isolated_aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nothing answers on the endpoint, so every kind stays unlisted: not 'nothing left'."""
+    """Nothing answers on the endpoint: no report of eight holes, one line naming it."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from launch.errors import project_error
+
     for name, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-    closed = AwsAccount("us-east-1", f"http://127.0.0.1:{free_local_port()}")
-    report = find_leftovers(closed, "dev", [CLUSTER])
-    assert not report.clean and len(report.unchecked) == 8
-    assert "not checked, list it yourself: EC2 instances" in render_leftovers(report)
+    endpoint = f"http://127.0.0.1:{free_local_port()}"
+    with pytest.raises(EndpointConnectionError) as failed:
+        find_leftovers(AwsAccount("us-east-1", endpoint), "dev", [CLUSTER])
+    said = str(project_error(failed.value))
+    assert endpoint in said and "\n" not in said

@@ -54,7 +54,8 @@ CASES = [
     (("job-add", "j", "--model", "../m", "--testset", "t", "--labels", "l"),
      "error: --model: expected a name of 1-64"),
     (("job-start", "a/b"), "error: NAME: expected a name of 1-64"),
-    (("files-demo", "--dir", "{tmp}/model.npz"), "error: --dir: '{tmp}/model.npz' is a file"),
+    (("files-demo", "--dir", "{tmp}/model.npz"),
+     "error: --dir: {tmp}/model.npz is a file, not a folder"),
     (("files-demo",), "error: --dir: required"),
     (("files-demo", "--dir", "{tmp}/d", "--repeat", "abc"), "error: --repeat: expected an "
                                                             "integer in [1, 10000], got 'abc'"),

@@ -74,7 +74,10 @@ def test_a_name_that_is_a_path_is_refused_by_every_task_taking_a_lab_or_stack(
 @pytest.mark.parametrize("text", [LONG_PART, f"folder/{LONG_PART}/x", "a" * 5000])
 def test_a_path_longer_than_the_file_system_allows_is_refused_by_every_path_flag(
         text: str) -> None:
-    for _, spec, option in takers(lambda o: o.base is Path):
+    found = takers(lambda o: o.base is Path or o.info.path is not None)
+    assert {"run_burst", "files_demo", "infer_up"} <= {task for task, _, o in found
+                                                        if o.base is str}  # paths kept as text
+    for _, spec, option in found:
         assert "each part at most 255 bytes" in refused(spec, option, text)
     with pytest.raises(OptionError, match="^--run: expected a path whose parts fit"):
         RlEvaluateOptions(run=text)
@@ -86,7 +89,9 @@ def test_a_results_folder_that_is_a_file_or_the_root_is_refused_by_every_task(
         tmp_path: Path) -> None:
     a_file = tmp_path / "file.json"
     a_file.write_text("{}")
-    found = takers(lambda o: o.dest == "out" and o.base is Path)
+    found = takers(lambda o: (o.dest == "out" and o.base is Path) or o.info.path == "folder")
+    assert {("run_burst", "--inputs-cache"), ("files_demo", "--dir")} <= {
+        (task, option.flag) for task, _, option in found}
     for task, spec, option in found:
         wants_a_file = task == "fetch_prices"
         for text in (str(a_file / "under"), "/" if not wants_a_file else str(tmp_path)):
@@ -101,6 +106,48 @@ def test_an_endpoint_that_is_not_a_url_is_refused_by_every_task_taking_one(url: 
     assert {task for task, _, _ in found} >= {"fetch_prices", "preflight", "leftovers"}
     for _, spec, option in found:
         assert "expected http(s)://HOST:PORT" in refused(spec, option, url)
+
+
+@pytest.mark.parametrize("shape", ["{a},,{b}", ",{a}", "{a},", "{a}, ,{b}", ",", " "])
+def test_a_list_with_an_empty_item_is_refused_by_every_task_taking_a_list(shape: str) -> None:
+    found = takers(lambda o: o.is_list)
+    assert {"sweep_burst"} <= {task for task, _, _ in found}
+    for _, spec, option in found:
+        good = [option.text((item,)) for item in option.default or ()]
+        a, b = (good + good)[:2] if good else ("1", "2")
+        assert "expected a comma-separated list" in refused(spec, option, shape.format(a=a, b=b))
+
+
+NOT_REQUIREMENTS = {
+    "a URL": "numpy @ https://example.com/numpy-1.0.tar.gz",
+    "a local file URL": "numpy @ file:///tmp/numpy",
+    "a VCS URL": "git+https://github.com/numpy/numpy",
+    "a local folder": "./vendor/numpy",
+    "an absolute path": "/tmp/numpy",
+    "a home path": "~/numpy",
+    "an archive": "numpy-1.0-py3-none-any.whl",
+    "another requirements file": "-r other.txt",
+    "an editable": "-e .",
+    "an index": "--index-url https://example.com/simple",
+    "an option after a requirement": "numpy==1.26 --hash=sha256:00",
+    "a variable": "numpy==${NUMPY_VERSION}",
+    "a variable in a marker": "numpy ; python_version > '${PY}'",
+    "garbage": "not a requirement!",
+}
+
+
+@pytest.mark.parametrize("line", NOT_REQUIREMENTS.values(), ids=NOT_REQUIREMENTS.keys())
+def test_a_requirements_line_other_than_name_specifier_marker_is_refused_by_every_task(
+        tmp_path: Path, line: str) -> None:
+    found = takers(lambda o: o.dest == "requirements")
+    assert {task for task, _, _ in found} >= {"run_doll", "run_burst", "sweep_burst", "run_rl",
+                                               "run_elastic"}
+    path = tmp_path / "requirements.txt"
+    path.write_text(f"# ours\nnumpy>=1.20  # arrays\n\n{line}\nscipy\n")
+    for _, spec, option in found:
+        message = refused(spec, option, str(path))
+        assert message.startswith(f"--requirements: {path}:4: {line!r}: "), message
+        assert message.endswith("expected name[extras] specifier ; marker, one a line")
 
 
 OUT_OF_RANGE = {

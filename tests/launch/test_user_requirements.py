@@ -34,15 +34,18 @@ def requirements_file(folder: Path, text: str) -> Path:
 
 def test_requirement_lines_are_read_without_comments(tmp_path: Path) -> None:
     path = requirements_file(tmp_path, "# ours\nnumpy>=1.20  # arrays\n\nscipy[dev]==1.11 ; "
-                             "python_version >= '3'\n")
-    assert read_requirements(path) == ("numpy>=1.20", "scipy[dev]==1.11 ; python_version >= '3'")
+                             "python_version >= '3'\t# a tab before it\n  zope.interface\n")
+    assert read_requirements(path) == ("numpy>=1.20", "scipy[dev]==1.11 ; python_version >= '3'",
+                                       "zope.interface")
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ("numpy\n-r other.txt\n", "--requirements: {path}:2: '-r other.txt': pip options are not "
-     "followed; list each requirement on a line of its own"),
-    ("numpy\nnot a requirement!\n", "--requirements: {path}:2: 'not a requirement!' is not a "
-     "requirement"),
+     "followed; expected name[extras] specifier ; marker, one a line"),
+    ("numpy\nnot a requirement!\n", "--requirements: {path}:2: 'not a requirement!': not a "
+     "requirement (Expected semicolon"),
+    ("numpy\n\tpkg @ file:///x  # ours\n", "--requirements: {path}:2: 'pkg @ file:///x  # ours':"
+     " URLs and local paths are not installed; expected name[extras] specifier ; marker"),
 ])
 def test_a_bad_line_is_named_with_its_number(tmp_path: Path, text: str, message: str) -> None:
     path = requirements_file(tmp_path, text)

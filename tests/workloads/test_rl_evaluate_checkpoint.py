@@ -137,3 +137,57 @@ def test_a_fresh_process_refuses_weights_of_another_network_in_one_line(tmp_path
                                   "fit the run's network") and done.stderr.count("\n") == 1, \
         done.stderr
     assert not (tmp_path / "never").exists()
+
+
+MARKS_IMPORT = "from pathlib import Path\nPath({mark!r}).write_text('imported')\n"
+
+
+@pytest.mark.parametrize("form", ["file", "module"])
+def test_a_checkpoint_never_names_code_to_import_unless_the_user_names_it_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        form: str) -> None:
+    """A checkpoint from someone else whose meta.json names an env that is code (a file
+    beside it, or a module importable here): refused in one line naming --env, before any
+    import, unless --env names that same env; another --env is refused too."""
+    mark = tmp_path / "imported"
+    code = tmp_path / "planted.py"
+    code.write_text(MARKS_IMPORT.format(mark=str(mark)))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the module form: importable here
+    env = "planted.py:Env" if form == "file" else "planted:Planted-v0"
+    run = tmp_path / "run"
+    recorded = OPTIONS.parameters() | {"env": env}
+    write_checkpoint(LocalStorage(run), "checkpoints/iter_3",
+                     pack_state(_learner_state(_zero_weights())),
+                     {"iteration": 3, "env_steps": 300, "eval_return": -1.0,
+                      "options": recorded})
+    out = tmp_path / "never"
+    for extra, line in (
+        ([], f"error: --env: checkpoints/iter_3: its run's environment {env!r} is code to "
+             f"import, never imported on a checkpoint's word: give --env {env} to run it\n"),
+        (["--env", "Pendulum-v1"], f"error: --env: checkpoints/iter_3: its run recorded the "
+                                   f"environment {env!r}, not 'Pendulum-v1'\n"),
+    ):
+        argv = ["--run", str(run), "--checkpoint", "last", "--out", str(out), *extra]
+        assert main(argv) == 2
+        assert capsys.readouterr().err == line
+        assert not mark.exists() and not out.exists()
+    # named by the user, the same env is imported (and, not an env at all, refused after)
+    assert main(["--run", str(run), "--checkpoint", "last", "--out", str(out), "--env",
+                 env]) == 2
+    assert mark.exists() and not out.exists()
+
+
+@pytest.mark.subprocess  # git, for the provenance
+def test_a_checkpoint_of_a_file_env_runs_when_the_user_names_that_env(tmp_path: Path) -> None:
+    env = "examples/rl/reach.py:Reach"
+    options = RlOptions(hidden=8, env_runners=1, env=env)
+    run = tmp_path / "run"
+    _save(run, "iter_3", _zero_weights(options), options)
+    done = subprocess.run(
+        [sys.executable, "-m", "workloads.rl.evaluate_checkpoint", "--run", str(run),
+         "--checkpoint", "last", "--episodes", "1", "--env", env, "--out",
+         str(tmp_path / "evaluated")],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "evaluated" / "summary.json").read_text())["env"] == env

@@ -100,6 +100,7 @@ class BurstOptions:
         None,
         "a local directory of generated inputs kept across runs: inputs with the same "
         "parameters are copied from it instead of generated again (generated there first)",
+        path="folder",
     )
     seed: int = option(0, "seed of the generated inputs", minimum=0)
     calibration_tasks: int | None = option(

@@ -19,9 +19,13 @@ made with `option(...)`; the field's annotation is the option's type:
     ELASTIC = OptionSpec(ElasticOptions, prog="python -m workloads.elastic", description="...")
 
 Types: int, float, str (with `choices`: a choice), bool (a switch), Path, tuple[str, ...] /
-tuple[int, ...] / tuple[float, ...] (a comma-separated list, never empty, no repeats), and
+tuple[int, ...] / tuple[float, ...] (a comma-separated list, never empty, no empty item, no
+repeats), and
 any of them `| None` (default None: not set); a path's parts fit a file system's limits.
 A text that becomes part of a path takes `pattern=NAME` (vocab.names), said in `--help`.
+A str that names a path on this machine (kept as text: a Path option's file travels with a
+remote run, this does not) takes `path="file"` or `path="folder"`: its parts fit a file
+system, and a folder is not a file, nor under one, nor the root.
 Bounds: `minimum` (≥), `above` (>), `maximum` (≤). The flag is `--<field-name-with-dashes>`
 unless `flag=` says otherwise. `launcher=True` marks what the launcher sets for each target
 (results folder, target label, lab paths): those are flags of the workload but not of the
@@ -57,7 +61,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 from vocab.errors import UserError
 from vocab.names import NamePattern, fits_file_system, shown
@@ -71,6 +75,7 @@ T = TypeVar("T")
 MAX_CHOICES_WORD = 24
 """Longer choices show as CHOICE in an invoke task's help: its flag column must stay narrow."""
 PATH_WORDS = "a path (each part at most 255 bytes)"
+PathKind = Literal["file", "folder"]
 
 
 class OptionError(UserError, ValueError):
@@ -94,6 +99,7 @@ class OptionInfo:
     above: float | None = None
     maximum: float | None = None
     pattern: NamePattern | None = None
+    path: PathKind | None = None
     launcher: bool = False
 
 
@@ -108,6 +114,7 @@ def option(
     above: float | None = None,
     maximum: float | None = None,
     pattern: NamePattern | None = None,
+    path: PathKind | None = None,
     launcher: bool = False,
 ) -> Any:
     """A dataclass field that is also a command-line option (see the module docstring).
@@ -121,8 +128,11 @@ def option(
         above=above,
         maximum=maximum,
         pattern=pattern,
+        path=path,
         launcher=launcher,
     )
+    if path is not None and typing.get_args(PathKind).count(path) != 1:
+        raise TypeError(f"path={path!r}: expected one of {typing.get_args(PathKind)}")
     return field(default=default, metadata={METADATA_KEY: info})
 
 
@@ -150,8 +160,8 @@ class Option:
         if text in self.info.aliases:
             return self.info.aliases[text]
         if self.is_list:
-            items = [part.strip() for part in text.split(",") if part.strip()]
-            if not items:
+            items = [part.strip() for part in text.split(",")]
+            if not all(items):  # `30,,50`, a trailing comma: a value left out, not skipped
                 self.fail(repr(text))
             values = tuple(self._read_one(item, text) for item in items)
             if len(set(values)) != len(values):
@@ -194,6 +204,8 @@ class Option:
         for item in items:
             if not self._typed(item) or not self._allowed(item):
                 self.fail(shown(item) if isinstance(item, str) else str(item))
+        if self.info.path == "folder" and value is not None:
+            check_folder(self.flag, Path(value))
 
     def _typed(self, value: Any) -> bool:
         if self.base is float:
@@ -208,7 +220,7 @@ class Option:
             return False
         if info.pattern is not None and not info.pattern.matches(value):
             return False
-        if self.base is Path and not fits_file_system(value):
+        if (self.base is Path or info.path) and not fits_file_system(value):
             return False
         if self.base in (int, float):
             if info.minimum is not None and not value >= info.minimum:
@@ -229,6 +241,8 @@ class Option:
             noun = "one of " + ", ".join(info.choices)
         if info.pattern is not None:
             noun = info.pattern.rule
+        if info.path is not None:
+            noun = PATH_WORDS
         bounds = _bounds(info.minimum, info.above, info.maximum)
         words = f"{noun} {bounds}".strip()
         if self.is_list:
@@ -361,6 +375,17 @@ def check_fields(options: Any) -> None:
     """Type, bounds and allowed values of every field (call it from `__post_init__`)."""
     for spec_option in options_of(type(options)):
         spec_option.check(getattr(options, spec_option.name))
+
+
+def check_folder(flag: str, path: Path) -> None:
+    """`path` can be a folder written into: not a file, nor under one, nor the root."""
+    if path.exists() and not path.is_dir():
+        raise OptionError(flag, f"{path} is a file, not a folder")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OptionError(flag, f"{parent} is a file, not a folder")
+    if path.resolve() == Path(path.resolve().anchor):
+        raise OptionError(flag, f"{path} is the root folder; give a folder of its own")
 
 
 def renamed_error(old: str, new: str) -> OptionError:

@@ -77,7 +77,7 @@ class ServiceOptions:
     store: str | None = option(None, "file store that every node reaches: a folder "
                                "shared by the nodes or s3://bucket/prefix (not set: a folder "
                                "under results/inference/ on the local lab, the stack's "
-                               "bucket on --stack)")
+                               "bucket on --stack)", path="folder")
     store_endpoint: str | None = option(None, "S3 endpoint URL of the store (a local S3)")
     worker_memory_mb: int = option(2048, "each worker's memory limit (MiB), enforced: three "
                                    "quarters for the process ONNX Runtime runs its models in, "
@@ -137,7 +137,8 @@ JOB_SPEC = OptionSpec(JobOptions, prog="invoke job-add NAME", description="Add a
 
 @dataclass(frozen=True, kw_only=True)
 class DemoOptions:
-    dir: str | None = option(None, "local folder to write the files into (required)")
+    dir: str | None = option(None, "local folder to write the files into (required)",
+                             path="folder")
     repeat: int = option(1, f"the held-out digits ({HELD_OUT_DIGITS}) repeated this often in "
                          "the test set",
                          minimum=1, maximum=10_000)
@@ -146,13 +147,10 @@ class DemoOptions:
         check_fields(self)
 
     def folder(self) -> Path:
-        """The folder; OptionError when --dir is not given or names a file."""
+        """The folder (check_fields saw it is no file); OptionError when --dir is not given."""
         if not self.dir:
             raise OptionError("--dir", "required: the local folder to write the files into")
-        folder = Path(self.dir)
-        if folder.exists() and not folder.is_dir():
-            raise OptionError("--dir", f"{self.dir!r} is a file, not a folder")
-        return folder
+        return Path(self.dir)
 
 
 DEMO_SPEC = OptionSpec(DemoOptions, prog="invoke files-demo",

@@ -24,6 +24,12 @@ def env_file(env: str) -> tuple[Path | None, str]:
     return None, env
 
 
+def names_code(env: str) -> bool:
+    """`env` makes this process import code beyond Gymnasium's own registry: a file
+    (`FILE.py:CLASS`) or a module (`module:EnvId`)."""
+    return ":" in env
+
+
 def env_descriptor(env: str, shipped: Path | None = None) -> tuple[Any, dict[str, Any]]:
     """What RLlib's `.environment()` takes for `env`: the Gymnasium id, or FileEnv and the
     env_config that finds the file on every node (`shipped`: the copy the job carries)."""

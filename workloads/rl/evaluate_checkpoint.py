@@ -30,8 +30,8 @@ from workloads.rl.checkpoint import (
     checkpoint_names,
     read_checkpoint,
 )
-from workloads.rl.envs import check_env, env_descriptor
-from workloads.rl.options import RL_EVALUATE_SPEC, RlEvaluateOptions, RlOptions
+from workloads.rl.envs import check_env, env_descriptor, names_code
+from workloads.rl.options import ENV_FLAG, RL_EVALUATE_SPEC, RlEvaluateOptions, RlOptions
 
 WORKLOAD = "rl-evaluate"
 PREFIX = "checkpoints/"
@@ -75,6 +75,19 @@ def run_options(checkpoint: Checkpoint) -> RlOptions:
                               f"{error}") from None
 
 
+def check_env_named(recorded: str, given: str | None, name: str) -> None:
+    """The checkpoint's env is made here only if it imports no code, or the user named the
+    same env with --env: a checkpoint is data, and what its meta.json names is not a choice
+    to run code (a file beside it, any importable module). OptionError naming --env if not."""
+    if given is not None and given != recorded:
+        raise OptionError(ENV_FLAG, f"{name}: its run recorded the environment {recorded!r}, "
+                          f"not {given!r}")
+    if given is None and names_code(recorded):
+        raise OptionError(ENV_FLAG, f"{name}: its run's environment {recorded!r} is code to "
+                          f"import, never imported on a checkpoint's word: give --env "
+                          f"{recorded} to run it")
+
+
 def locate(options: RlEvaluateOptions) -> tuple[Path, Checkpoint, RlOptions]:
     """The run's folder, the checkpoint read from it and the run's options; OptionError
     naming --run or --checkpoint for anything that is not there or not a checkpoint."""
@@ -90,9 +103,11 @@ def locate(options: RlEvaluateOptions) -> tuple[Path, Checkpoint, RlOptions]:
     try:
         checkpoint = read_checkpoint(storage, name)
         rl_options = run_options(checkpoint)
-        check_env(rl_options.env)
     except CheckpointError as error:
         raise OptionError("--checkpoint", str(error)) from None
+    check_env_named(rl_options.env, options.env, name)
+    try:
+        check_env(rl_options.env)
     except OptionError as error:  # the recorded env cannot be made here
         raise OptionError("--checkpoint", f"{name}: its {error}") from None
     return folder, checkpoint, rl_options

@@ -135,6 +135,11 @@ class RlEvaluateOptions:
                            maximum=10_000)
     seed: int = option(0, "env seed of the first episode (episode i: seed + i)", minimum=0)
     out: str | None = option(None, "results folder (not set: results/rl-evaluate/<timestamp>)")
+    env: str | None = option(
+        None, "the run's environment when it is code to import (FILE.py:CLASS, or Gymnasium's "
+        "module:EnvId form), exactly as the run recorded it: a checkpoint's env code is "
+        "imported only when named here too (a checkpoint from elsewhere never runs code on "
+        "its own); Gymnasium's own ids need nothing")
 
     def __post_init__(self) -> None:
         check_fields(self)
