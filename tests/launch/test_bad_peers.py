@@ -126,10 +126,11 @@ def service_record(url: str, store: Path) -> None:
 
 
 SERVICE_COMMANDS = {"job_status": {}, "job_stop": {"name": "a"}, "job_remove": {"name": "a"},
-                    "members": {}}
-"""The tasks that send the service a command over its recorded endpoint and wait
-COMMAND_TIMEOUT_S for it (job-add and job-start, which check a job's files first, wait the
-service's CHECKING_TIMEOUT_S, past this class's bound: the service's protocol's to bound)."""
+                    "members": {}, "job_start": {"name": "a"},
+                    "job_add": {"name": "a", "model": "m", "testset": "t", "labels": "l"}}
+"""The tasks that send the service a command over its recorded endpoint. Each gives up on
+an endpoint that does not prove itself within COMMAND_TIMEOUT_S (job-add and job-start,
+which check a job's files first, wait longer only for a proven endpoint's answer)."""
 
 
 @pytest.mark.slow

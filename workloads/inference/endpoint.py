@@ -357,11 +357,15 @@ def send_command(url: str, token: str, method: str, args: list[Any], timeout_s: 
         raise EndpointUnreachable(f"{url}: not an http://HOST:PORT endpoint")
     connection = http.client.HTTPConnection(where.hostname, where.port or 80,
                                             timeout=timeout_s)
+    waited = min(timeout_s, COMMAND_TIMEOUT_S)
     try:
         nonce = secrets.token_hex(NONCE_HEX // 2)
-        # a deadline on the whole answer: a server that drips bytes restarts a socket timeout
+        # a deadline on the whole answer: a server that drips bytes restarts a socket timeout;
+        # the hello is answered at once by a coordinator (no lock, no store), so a silent or
+        # slow peer is given up on after COMMAND_TIMEOUT_S even for a command that may then
+        # take the whole `timeout_s` (a job-add's check)
         status, data, _ = call_within(lambda: _exchange(
-            connection, HELLO_PATH, json.dumps({"nonce": nonce}).encode(), {}), timeout_s)
+            connection, HELLO_PATH, json.dumps({"nonce": nonce}).encode(), {}), waited)
         hello = _json_or_none(data)
         if not (status == 200 and isinstance(hello, dict) and hello.get("url") == url
                 and isinstance(hello.get("proof"), str)
@@ -370,10 +374,11 @@ def send_command(url: str, token: str, method: str, args: list[Any], timeout_s: 
                                    "the service's coordinator); nothing was sent to it")
         body = json.dumps({"method": method, "args": args}).encode()
         headers = signed_headers(token, "POST", COMMAND_PATH, body)
+        waited = timeout_s
         status, data, signed = call_within(lambda: _exchange(
             connection, COMMAND_PATH, body, headers), timeout_s)
     except (OSError, http.client.HTTPException) as error:
-        raise EndpointUnreachable(f"no answer from {url} within {timeout_s:g} s "
+        raise EndpointUnreachable(f"no answer from {url} within {waited:g} s "
                                   f"({one_reason(error)})") from None
     finally:
         connection.close()
