@@ -245,8 +245,8 @@ def time_commands(lab: Any, scratch: Path, repeats: int,
     for name, data in bundle.files.items():
         (store / "files" / name).write_bytes(data)
     token = secrets.token_urlsafe(32)
-    service.start_coordinator({"store": str(store), "workers": 3, "command_token": token,
-                               "command_host": LAB_COMMAND_HOST})
+    service.start_coordinator({"store": str(store), "workers": CORES, "command_token": token,
+                               "command_host": LAB_COMMAND_HOST}, on_demand=LAB.on_demand > 0)
     try:
         service.call("job_add", "busy", "small_model", "small_testset", "small_label", 5)
         service.call("job_start", "busy")
