@@ -510,10 +510,11 @@ def test_the_coordinator_comes_back_after_every_command_and_every_refusal(
     model = OnnxModel(store.read_bytes("files/small_model"))
     queries = array_from_bytes(store.read_bytes("files/small_testset"), "t")
     assert merged["predictions"] == model.predict(queries).tolist()
-    # job-remove takes the job's parts and output with it
+    # job-remove takes the job's record at once, its parts and output right after its answer
     assert call("job_remove", "keep")["removed"]
-    assert not [name for name in store.names() if name.startswith("jobs/")]
     assert not [name for name in store.names() if name.startswith("service/jobs/")]
+    wait_until(lambda: not [name for name in store.names() if name.startswith("jobs/")],
+               30.0, "the removed job's run files gone")
 
 
 def _status_of(name: str) -> dict[str, Any] | None:

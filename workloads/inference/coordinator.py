@@ -367,6 +367,9 @@ class Coordinator:
         instead, each one was in flight on it and is counted as re-run."""
         self.next_worker = 0
         self.claims = ThreadPoolExecutor(max_workers=8, thread_name_prefix="claims")
+        self.cleanup = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cleanup")
+        """Removes finished runs' files after the command that dropped them has answered (a
+        long run leaves thousands: parts, claims, started markers)."""
         self.rebalanced_at = 0.0
         self.drain_checked_at = 0.0
         self.shares_log: list[dict[str, Any]] = []
@@ -1011,8 +1014,8 @@ class Coordinator:
                 self._finish(started)
             answer = {"ok": True, "job": job.name, "run_id": started.run_id,
                       "remaining_sub_jobs": len(started.pending)}
-        if fresh and job.run_id:  # the old run's files, outside the lock
-            self._remove_run(job.run_id)
+        if fresh and job.run_id:  # the old run's files, after the answer
+            self.cleanup.submit(self._remove_run, job.run_id)
         return answer
 
     def _job_stop(self, request: Command) -> dict[str, Any]:
@@ -1050,10 +1053,10 @@ class Coordinator:
                           for digest in other.digests.values()}
             unused = sorted(set(job.digests.values()) - still_used)
             workers = [slot.handle for slot in self.workers.values() if slot.state != "dead"]
-        # outside the lock: a run's thousands of files, and a call to every worker, must not
-        # hold up scheduling or the other commands
+        # outside the lock and after the answer: a run's thousands of files, and a call to
+        # every worker, must not hold up scheduling, the other commands or this one
         if job.run_id:
-            self._remove_run(job.run_id)
+            self.cleanup.submit(self._remove_run, job.run_id)
         for handle in workers if unused else []:  # their caches drop its files at once
             handle.forget.remote(unused)
         return {"ok": True, "job": job.name, "removed": True}
