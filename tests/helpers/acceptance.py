@@ -18,8 +18,8 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
     """Run `command` (as written in the docs, starting with `invoke`) with `--out OUT`;
     assert it succeeded and ended with its headline table (launch/headline.py, from its
-    summary.json) and where its results are, with no log line of Ray Train's own on the
-    terminal; return its summary.json."""
+    summary.json) and where its results are, with no log line of Ray Train's own (or of Ray's
+    Jobs client, or of torchft's replica groups) on the terminal; return its summary.json."""
     argv = shlex.split(command)
     assert argv[0] == "invoke", command
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -34,4 +34,11 @@ def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
         done.stdout[-2000:]
     assert str(out) in done.stdout.rstrip().splitlines()[-1]
     assert "(RayTrainWorker" not in done.stdout and "(TrainController" not in done.stdout
+    assert "(ReplicaGroup" not in done.stdout and "(LighthouseServerActor" not in done.stdout
+    shown = done.stdout + done.stderr
+    assert not [line for line in RAY_CLIENT_LINES if line in shown], shown[-2000:]
     return summary
+
+
+RAY_CLIENT_LINES = ("Uploading package", "Creating a file package", "WebSocket closed for job")
+"""Ray's Jobs client's own lines in the launcher's process: kept in ray-traces.log."""
