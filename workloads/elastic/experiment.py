@@ -26,9 +26,15 @@ from workloads.common.results import ResultsWriter
 from workloads.elastic.ledger import LEDGER_NAME_PREFIX, RECORDS, start_ledger
 from workloads.elastic.options import ElasticOptions
 from workloads.elastic.progress import group_line, preempt_line, step_line
+from workloads.elastic.replicas import (
+    LIGHTHOUSE_KWARGS,
+    QUIET_ENV,
+    ReplicaController,
+    ReplicaSettings,
+)
 from workloads.elastic.schedule import GroupView, Schedule, spot_node_to_interrupt
 from workloads.elastic.script import check_script, place
-from workloads.elastic.summary import summarize
+from workloads.elastic.summary import summarize, summarize_replicas
 from workloads.elastic.worker import ReportHook, WorkerSettings, train_entry
 
 WATCH_EVERY_S = 0.25
@@ -195,6 +201,38 @@ class Watch:
                               node, fired.group, fired.steps_done))
 
 
+def train(options: ElasticOptions, trainer: Any, ledger: Any, say: Say) -> Exception | None:
+    """Ray Train's run, the driver's watch beside it; Ray Train's error if it gave up (the
+    results still say how far it got)."""
+    watch = Watch(ledger, Schedule(options.schedule), say)
+    watcher = threading.Thread(target=watch.run, name="watch", daemon=True)
+    watcher.start()
+    try:
+        trainer.fit()
+    except Exception as failed:
+        return failed
+    finally:
+        watch.stop.set()
+    return None
+
+
+def train_replicas(options: ElasticOptions, name: str, storage: str, filesystem: Any,
+                   ledger: Any, ledger_name: str, say: Say) -> Exception | None:
+    """Survivor mode (workloads/elastic/replicas.py): the run's own controller, to the end."""
+    import torchft  # noqa: F401  (the Lighthouse's, and a requirement shipped with the job)
+
+    settings = ReplicaSettings(
+        ledger=ledger_name, script=place(options.script_path()),
+        working_dir=place(options.working_dir) if options.working_dir else None,
+        function=options.function, argv=options.argv, notice_poll=options.notice_poll,
+        slots=options.max_workers, storage=storage, filesystem=filesystem, experiment=name,
+        env=dict(QUIET_ENV))
+    controller = ReplicaController(settings, options.train_loop_config, options.cpus,
+                                   options.max_failures, Schedule(options.schedule), ledger, say)
+    controller.run()
+    return None if controller.error is None else RuntimeError(controller.error)
+
+
 def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
     """Train, account for every step, write the results (also when Ray Train gave up: the
     summary says how far it got, and why in `error`); returns the summary."""
@@ -206,23 +244,22 @@ def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
         ledger_name = LEDGER_NAME_PREFIX + run_id
         ledger = start_ledger(ledger_name, options.min_workers, options.max_workers,
                               handshake=options.on_notice == "checkpoint")
-        trainer = make_trainer(options, f"elastic-{run_id}", storage, filesystem, ledger_name)
-        say(f"elastic: {options.script_path().name}:{options.function} on "
-            f"{options.min_workers}..{options.max_workers} workers, checkpoints in {storage}")
-        watch = Watch(ledger, Schedule(options.schedule), say)
-        watcher = threading.Thread(target=watch.run, name="watch", daemon=True)
         started = time.time()
-        watcher.start()
-        error: BaseException | None = None
-        try:
-            trainer.fit()
-        except Exception as failed:  # Ray Train gave up: the results still say how far it got
-            error = failed
-        finally:
-            watch.stop.set()
-            ended = time.time()
+        if options.torchft:
+            say(f"elastic: {options.script_path().name}:{options.function} as up to "
+                f"{options.max_workers} torchft replica groups, checkpoints in {storage}")
+            error = train_replicas(options, f"elastic-{run_id}", storage, filesystem,
+                                   ledger, ledger_name, say)
+        else:
+            say(f"elastic: {options.script_path().name}:{options.function} on "
+                f"{options.min_workers}..{options.max_workers} workers, checkpoints in "
+                f"{storage}")
+            error = train(options, make_trainer(options, f"elastic-{run_id}", storage,
+                                                filesystem, ledger_name), ledger, say)
+        ended = time.time()
         record = ray.get(ledger.snapshot.remote())
-    summary = {**summarize(record, started, ended, options.metric, failed=error is not None),
+    summarized = summarize_replicas if options.torchft else summarize
+    summary = {**summarized(record, started, ended, options.metric, failed=error is not None),
                "target": options.target,
                "script": options.script_path().name, "function": options.function,
                "on_notice": options.on_notice,
@@ -233,6 +270,9 @@ def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
     document = provenance(options.parameters(), {"script": options.script_path()},
                           options.target, {})
     document["torch"] = package_version("torch")
+    if options.torchft:
+        document["torchft"] = package_version("torchft")
+        document["lighthouse"] = LIGHTHOUSE_KWARGS
     document["ray_train_v2"] = os.environ.get("RAY_TRAIN_V2_ENABLED", "1") != "0"
     document["ray_train_env"] = {key: os.environ[key] for key in RAY_TRAIN_ENV}
     writer.finish(summary, document, to_log=options.results_to_log)

@@ -4,6 +4,7 @@ every worker from the files shipped with the code (never pickled from the driver
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import Any
 from vocab.errors import UserError
 from workloads.common.user_code import local_path, parsed, place, top_level_names
 
-__all__ = ["ScriptError", "check_script", "load_function", "local_path", "place"]
+__all__ = ["ScriptError", "check_script", "load_function", "local_path", "place",
+           "run_training_function"]
 
 MODULE_NAME = "spotburst_elastic_script"
 
@@ -50,3 +52,15 @@ def load_function(script: Path, working_dir: Path | None, function: str,
     if not callable(found):
         raise ScriptError(f"--function: {function} in {script} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+def run_training_function(script: Path, working_dir: Path | None, function: str,
+                          argv: list[str], config: dict[str, Any]) -> Any:
+    """Load the script's training function and call it as Ray Train does: with the config
+    when it takes an argument, else without."""
+    found = load_function(script, working_dir, function, argv)
+    takes_config = any(
+        p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p in inspect.signature(found).parameters.values())
+    return found(config) if takes_config else found()

@@ -27,7 +27,6 @@ makes, so the script's own `ray.train.report(checkpoint=...)` is the checkpoint.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import sys
 import threading
@@ -44,7 +43,7 @@ import ray.train.collective
 from workloads.common import ray_private
 from workloads.common.ray_private import TrainContextCallback
 from workloads.common.spot_notice import NoticeError, NoticeWatcher, SpotNotice
-from workloads.elastic.script import load_function, local_path
+from workloads.elastic.script import local_path, run_training_function
 
 RESIZE_HOLD_MARGIN_S = 10.0
 NOTICE_TIMEOUT_S = 1.0
@@ -134,13 +133,9 @@ def train_entry(settings: WorkerSettings, config: dict[str, Any]) -> Any:
             raise NoticeHandoff(f"notice before group {run.attempt}'s first step")
         script = local_path(settings.script)
         folder = local_path(settings.working_dir) if settings.working_dir else None
-        function = load_function(script, folder, settings.function, settings.argv)
-        takes_config = any(
-            p.default is inspect.Parameter.empty
-            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            for p in inspect.signature(function).parameters.values())
         try:
-            return function(config) if takes_config else function()
+            return run_training_function(script, folder, settings.function, settings.argv,
+                                         config)
         except Exception as error:
             run.hint(error)
             raise
