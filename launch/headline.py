@@ -91,7 +91,8 @@ def _notices(summary: dict[str, Any]) -> str:
 
 
 def _steps(summary: dict[str, Any]) -> str:
-    return f"{summary['steps_done']}/{summary['total_steps']}"
+    total = summary["total_steps"]
+    return f"{summary['steps_done']}" + ("" if total is None else f"/{total}")
 
 
 def _replacements(summary: dict[str, Any]) -> str:

@@ -4,8 +4,7 @@ leaves (a spot notice) or dies costs the others nothing, and a new group gets th
 optimizer state from a live peer (PGTransport), not from storage. Each group trains a fixed
 batch of its own shard per step (torchft's DistributedSampler over the slots), reports every
 step (`step`: the Manager's committed steps) and checkpoints every --checkpoint-every steps,
-which a run resumes from only when every group was lost at once.
-
+which a run resumes from only when every group was lost at once:
     invoke run-elastic -f examples/elastic/torchft_digits.py --function train_func --torchft
 """
 
@@ -109,7 +108,9 @@ def train_func(config: dict[str, Any]) -> None:
         metrics = {"step": step, "loss": loss.item(), "replica_groups": manager.num_participants()}
         if step % args.checkpoint_every == 0 or step >= args.steps:
             with torch.no_grad():
-                metrics["accuracy"] = float((net(x_test).argmax(1) == y_test).float().mean())
+                logits = net(x_test)
+            metrics |= {"accuracy": float((logits.argmax(1) == y_test).float().mean()),
+                        "test_loss": F.cross_entropy(logits, y_test).item()}
             with tempfile.TemporaryDirectory() as folder:
                 torch.save({**state_dict(), "manager": manager.state_dict()},
                            Path(folder) / "state.pt")

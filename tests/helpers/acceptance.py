@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from launch.headline import render_headline
+from spotlab.state import STATE_DIR_ENV
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -26,7 +29,8 @@ def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
     argv = [*argv[:cut], "--out", str(out), *argv[cut:]]
     done = subprocess.run([sys.executable, "-m", *argv], cwd=PROJECT_DIR, capture_output=True,
                           text=True, timeout=timeout_s)
-    assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (f"{command}: exit {done.returncode}\n"
+                                  f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     assert str(out) in done.stdout, done.stdout[-2000:]
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     table = render_headline(argv[1].removeprefix("run-"), summary)
@@ -42,3 +46,13 @@ def run_documented(command: str, out: Path, timeout_s: float) -> dict[str, Any]:
 
 RAY_CLIENT_LINES = ("Uploading package", "Creating a file package", "WebSocket closed for job")
 """Ray's Jobs client's own lines in the launcher's process: kept in ray-traces.log."""
+
+
+def run_documented_on_a_new_lab(command: str, factory: pytest.TempPathFactory, name: str,
+                                timeout_s: float) -> tuple[dict[str, Any], Path]:
+    """run_documented with its results in a new folder and the spot lab's state in another
+    (a lab of its own); returns the summary and the results folder."""
+    out = factory.mktemp(name) / "results"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(factory.mktemp("spotlab-state")))
+        return run_documented(command, out, timeout_s=timeout_s), out

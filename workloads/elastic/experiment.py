@@ -25,14 +25,14 @@ from workloads.common.provenance import package_version, provenance
 from workloads.common.results import ResultsWriter
 from workloads.elastic.ledger import LEDGER_NAME_PREFIX, RECORDS, start_ledger
 from workloads.elastic.options import ElasticOptions
-from workloads.elastic.progress import group_line, preempt_line, step_line
+from workloads.elastic.progress import group_line, step_line
 from workloads.elastic.replicas import (
     LIGHTHOUSE_KWARGS,
     QUIET_ENV,
     ReplicaController,
     ReplicaSettings,
 )
-from workloads.elastic.schedule import GroupView, Schedule, spot_node_to_interrupt
+from workloads.elastic.schedule import GroupView, Schedule, fire_if_due
 from workloads.elastic.script import check_script, place
 from workloads.elastic.summary import summarize, summarize_replicas
 from workloads.elastic.worker import ReportHook, WorkerSettings, train_entry
@@ -88,17 +88,20 @@ def checkpoint_storage(options: ElasticOptions) -> Iterator[tuple[str, Any]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def shipped_script(options: ElasticOptions, ledger_name: str) -> dict[str, Any]:
+    """The fields of ShippedScript every worker of both modes is told."""
+    return {"ledger": ledger_name, "script": place(options.script_path()),
+            "working_dir": place(options.working_dir) if options.working_dir else None,
+            "function": options.function, "argv": options.argv,
+            "notice_poll": options.notice_poll}
+
+
 def worker_settings(options: ElasticOptions, ledger_name: str) -> WorkerSettings:
     return WorkerSettings(
-        ledger=ledger_name,
-        script=place(options.script_path()),
-        working_dir=place(options.working_dir) if options.working_dir else None,
-        function=options.function,
-        argv=options.argv,
+        **shipped_script(options, ledger_name),
         checkpoint_every=options.checkpoint_every,
         checkpoint_timeout=options.checkpoint_timeout,
         on_notice=options.on_notice,
-        notice_poll=options.notice_poll,
         cluster_rescale_timeout=options.cluster_rescale_timeout,
         min_workers=options.min_workers,
         max_workers=options.max_workers,
@@ -187,18 +190,8 @@ class Watch:
         view = GroupView(group["group"], group["nodes"], progress["group_first_step_t"],
                          progress["group_last_step_t"], progress["group_holding"],
                          progress["group_steps_done"])
-        now = time.time()
-        if not self.schedule.due(view, progress["steps_done"], now):
-            return
-        node = spot_node_to_interrupt(view, spot_nodes(), (f.node for f in self.schedule.fired))
-        if node is None:
-            return
-        fired = self.schedule.fire(view, node, progress["steps_done"], now)
-        self.ledger.add.remote("schedule", {"t": now, "point": fired.point.text,
-                                            "index": fired.index, "group": fired.group,
-                                            "node_id": node, "steps_done": fired.steps_done})
-        self.say(preempt_line(fired.index + 1, len(self.schedule.points), fired.point.text,
-                              node, fired.group, fired.steps_done))
+        fire_if_due(self.schedule, view, progress["steps_done"], spot_nodes(), time.time(),
+                    lambda row: self.ledger.add.remote("schedule", row), self.say)
 
 
 def train(options: ElasticOptions, trainer: Any, ledger: Any, say: Say) -> Exception | None:
@@ -222,11 +215,8 @@ def train_replicas(options: ElasticOptions, name: str, storage: str, filesystem:
     import torchft  # noqa: F401  (the Lighthouse's, and a requirement shipped with the job)
 
     settings = ReplicaSettings(
-        ledger=ledger_name, script=place(options.script_path()),
-        working_dir=place(options.working_dir) if options.working_dir else None,
-        function=options.function, argv=options.argv, notice_poll=options.notice_poll,
-        slots=options.max_workers, storage=storage, filesystem=filesystem, experiment=name,
-        env=dict(QUIET_ENV))
+        **shipped_script(options, ledger_name), slots=options.max_workers, storage=storage,
+        filesystem=filesystem, experiment=name, env=dict(QUIET_ENV))
     controller = ReplicaController(settings, options.train_loop_config, options.cpus,
                                    options.max_failures, Schedule(options.schedule), ledger, say)
     controller.run()

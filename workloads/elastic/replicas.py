@@ -40,9 +40,9 @@ from vocab.spot import CAPACITY_SPOT, LABEL_CAPACITY
 from workloads.common import ray_private
 from workloads.common.actors import start_actor
 from workloads.common.spot_notice import NoticeError, NoticeWatcher, SpotNotice
-from workloads.elastic.progress import PREFIX, preempt_line
-from workloads.elastic.schedule import START, GroupView, Schedule, spot_node_to_interrupt
-from workloads.elastic.script import local_path, run_training_function
+from workloads.elastic.progress import PREFIX
+from workloads.elastic.schedule import START, GroupView, Schedule, fire_if_due
+from workloads.elastic.script import ShippedScript
 
 POLL_S = 0.25
 ROWS_FLUSH_S = 0.5
@@ -72,16 +72,10 @@ class ReplicaLeave(BaseException):
     `except Exception` does not swallow it."""
 
 
-@dataclass(frozen=True)
-class ReplicaSettings:
+@dataclass(frozen=True, kw_only=True)
+class ReplicaSettings(ShippedScript):
     """What the driver tells every replica group (travels with the actor)."""
 
-    ledger: str
-    script: dict[str, str]
-    working_dir: dict[str, str] | None
-    function: str
-    argv: list[str]
-    notice_poll: float
     slots: int
     storage: str
     filesystem: Any
@@ -261,10 +255,7 @@ class ReplicaGroup:
         self._watch_notice()
         self.record("workers", {"node_id": self.node_id, "host": socket.gethostname()})
         try:
-            run_training_function(local_path(self.settings.script),
-                                  local_path(self.settings.working_dir)
-                                  if self.settings.working_dir else None,
-                                  self.settings.function, self.settings.argv, config)
+            self.settings.run(config)
         except ReplicaLeave:
             return "left"
         finally:
@@ -362,11 +353,14 @@ class ReplicaController:
                               f"{FINISH_GRACE_S:g} s of the first")
                 return False
             return True
-        nodes = [n for n in ray.nodes() if n["Alive"]]
+        try:
+            nodes = [n for n in ray.nodes() if n["Alive"]]
+            draining = set(ray_private.draining_nodes())
+        except ray.exceptions.RayError:  # the GCS busy (a loaded machine): next round
+            return True
         now = time.time()
         for node in nodes:
             self.first_seen.setdefault(node["NodeID"], now)
-        draining = set(ray_private.draining_nodes())
         for group in self.live.values():
             if group.node in draining and not group.noticed:
                 group.noticed = True
@@ -469,17 +463,7 @@ class ReplicaController:
                                        else progress["leaves"])
         view = GroupView(changes, [g.node for g in groups], progress["first_t"],
                          progress["last_t"], False, progress["steps_done"])
-        now = time.time()
-        if not self.schedule.due(view, progress["steps_done"], now):
-            return
         spot = {n["NodeID"] for n in nodes
                 if n.get("Labels", {}).get(LABEL_CAPACITY) == CAPACITY_SPOT}
-        node = spot_node_to_interrupt(view, spot, (f.node for f in self.schedule.fired))
-        if node is None:
-            return
-        fired = self.schedule.fire(view, node, progress["steps_done"], now)
-        self.ledger.add.remote("schedule", {"t": now, "point": fired.point.text,
-                                            "index": fired.index, "group": fired.group,
-                                            "node_id": node, "steps_done": fired.steps_done})
-        self.say(preempt_line(fired.index + 1, len(self.schedule.points), fired.point.text,
-                              node, fired.group, fired.steps_done))
+        fire_if_due(self.schedule, view, progress["steps_done"], spot, time.time(),
+                    lambda row: self.ledger.add.remote("schedule", row), self.say)

@@ -49,13 +49,7 @@ def summarize(record: dict[str, Any], started: float, ended: float, metric: str 
         + sum(1 for f in failures if f["cause"] == "preemption"),
         "restarts": restarts,
         "start_failures": failures,
-        "notices": len(notices),
-        "notices_honoured": sum(1 for n in notices if n["honoured"]),
-        "notices_during_startup": sum(1 for n in notices if n["during_startup"]),
-        "notice_details": notices,
-        "checkpoints": dict(Counter(r["reason"] for r in record["reports"]
-                                    if r.get("checkpoint"))),
-        "checkpoints_committed": sum(1 for c in commits if c.get("checkpoint")),
+        **notices_and_checkpoints(notices, record),
         "rescales": [{"t": r["t"], "cause": r["cause"], "workers_before": r["workers_before"],
                       "workers_after": r["workers_after"]}
                      for r in restarts if r["workers_before"] != r["workers_after"]],
@@ -74,6 +68,22 @@ def summarize(record: dict[str, Any], started: float, ended: float, metric: str 
         "started_at": started,
         "ended_at": ended,
         "wall_time_s": ended - started,
+    }
+
+
+def notices_and_checkpoints(notices: list[dict[str, Any]], record: dict[str, Any]
+                            ) -> dict[str, Any]:
+    """The summary's notice counts (from each notice's detail) and its checkpoints, by the
+    reason they were reported and committed."""
+    return {
+        "notices": len(notices),
+        "notices_honoured": sum(1 for n in notices if n["honoured"]),
+        "notices_during_startup": sum(1 for n in notices if n["during_startup"]),
+        "notice_details": notices,
+        "checkpoints": dict(Counter(r["reason"] for r in record["reports"]
+                                    if r.get("checkpoint"))),
+        "checkpoints_committed": sum(1 for c in record.get("commits", [])
+                                     if c.get("checkpoint")),
     }
 
 
@@ -266,7 +276,6 @@ def summarize_replicas(record: dict[str, Any], started: float, ended: float,
                         "why": why})
     final = next(({k: v for k, v in row.items() if k not in METRIC_SKIP | REPLICA_FIELDS}
                   for row in reversed(steps)), {})
-    commits = record.get("commits", [])
     done = set(executions)
     return {
         "mode": "torchft",
@@ -283,13 +292,7 @@ def summarize_replicas(record: dict[str, Any], started: float, ended: float,
         "resumed_from_checkpoint": sum(1 for j in joins if j.get("resumed_from")),
         "start_failures": [],
         "restarts": [],
-        "notices": len(details),
-        "notices_honoured": sum(1 for d in details if d["honoured"]),
-        "notices_during_startup": sum(1 for d in details if d["during_startup"]),
-        "notice_details": details,
-        "checkpoints": dict(Counter(r["reason"] for r in record["reports"]
-                                    if r.get("checkpoint"))),
-        "checkpoints_committed": sum(1 for c in commits if c.get("checkpoint")),
+        **notices_and_checkpoints(details, record),
         "rescales": [],
         "worker_counts": replica_counts(joins, leaves, started),
         "preemption_schedule": [{**row, "t": row["t"] - started}

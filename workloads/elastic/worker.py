@@ -43,7 +43,7 @@ import ray.train.collective
 from workloads.common import ray_private
 from workloads.common.ray_private import TrainContextCallback
 from workloads.common.spot_notice import NoticeError, NoticeWatcher, SpotNotice
-from workloads.elastic.script import local_path, run_training_function
+from workloads.elastic.script import ShippedScript
 
 RESIZE_HOLD_MARGIN_S = 10.0
 NOTICE_TIMEOUT_S = 1.0
@@ -95,19 +95,13 @@ def quiet_handoffs() -> None:
         TRAINING_ERROR_LOGGER.addFilter(HandoffLogFilter())
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings(ShippedScript):
     """What the driver tells every worker about the run (travels with the entry function)."""
 
-    ledger: str
-    script: dict[str, str]
-    working_dir: dict[str, str] | None
-    function: str
-    argv: list[str]
     checkpoint_every: int
     checkpoint_timeout: float
     on_notice: str
-    notice_poll: float
     cluster_rescale_timeout: float
     min_workers: int
     max_workers: int
@@ -131,11 +125,8 @@ def train_entry(settings: WorkerSettings, config: dict[str, Any]) -> Any:
         run.begin()
         if run.notice_before_first_step():
             raise NoticeHandoff(f"notice before group {run.attempt}'s first step")
-        script = local_path(settings.script)
-        folder = local_path(settings.working_dir) if settings.working_dir else None
         try:
-            return run_training_function(script, folder, settings.function, settings.argv,
-                                         config)
+            return settings.run(config)
         except Exception as error:
             run.hint(error)
             raise
