@@ -281,6 +281,11 @@ class ReplicaGroup:
 REPLICA_GROUP = ray.remote(ReplicaGroup)
 
 
+def replica_group_name(ledger: str, number: int) -> str:
+    """A replica group's actor name (the run's ledger's, numbered)."""
+    return f"{ledger}-replica-{number}"
+
+
 def last_line(error: BaseException) -> str:
     """The line of a remote error that says what went wrong (its last), without colours."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -319,6 +324,10 @@ class ReplicaController:
     finished_at: float | None = None
     error: str | None = None
     first_seen: dict[str, float] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    """Nodes a group left at a notice: never placed on again (the node's own notice can reach
+    its group before Ray's drain reaches the controller; a node lost is gone from Ray's
+    table)."""
     lighthouse: Any = None
     _shown_at: float = 0.0
     _shown_step: int = -1
@@ -387,13 +396,16 @@ class ReplicaController:
             error = None
             try:
                 outcome = ray.get(ref)
-            except ray.exceptions.ActorDiedError as died:
+            except (ray.exceptions.ActorDiedError,
+                    ray.exceptions.ActorUnschedulableError) as died:  # its node gone
                 outcome, error = "lost", last_line(died)
             except ray.exceptions.RayError as failed:
                 outcome, error = "failed", last_line(failed)
             ray.kill(group.actor, no_restart=True)  # its Manager's heartbeat ends with it
             if outcome == "finished" and self.finished_at is None:
                 self.finished_at = time.time()
+            if outcome == "left":
+                self.gone.add(group.node)  # its node was noticed: it does not come back
             if outcome != "finished":
                 self.ledger.add.remote("resizes", {
                     "event": "leave", "replica_group": group.number, "slot": group.slot,
@@ -415,7 +427,7 @@ class ReplicaController:
             return
         room: list[str] = []
         for row in sorted(nodes, key=lambda n: self.first_seen[n["NodeID"]]):
-            if row["NodeID"] in draining:
+            if row["NodeID"] in draining or row["NodeID"] in self.gone:
                 continue
             hosted = sum(1 for group in self.live.values() if group.node == row["NodeID"])
             fits = int(row["Resources"].get("CPU", 0.0) // self.cpus) - hosted
@@ -430,6 +442,7 @@ class ReplicaController:
             actor = start_actor(REPLICA_GROUP, self.settings, slot, number,
                                 lighthouse, options={
                                     "num_cpus": self.cpus, "max_concurrency": 2,
+                                    "name": replica_group_name(self.settings.ledger, number),
                                     "scheduling_strategy": NodeAffinitySchedulingStrategy(
                                         node, soft=False),
                                     "runtime_env": {"env_vars": self.settings.env}})
