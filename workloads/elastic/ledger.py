@@ -169,7 +169,8 @@ class Ledger:
                 "first_t": next((s["t"] for s in steps if s.get("replica_group") == newest),
                                 None),
                 "last_t": last.get("t"), "loss": last.get("loss"), "joins": len(joins),
-                "leaves": sum(1 for r in self.rows["resizes"] if r.get("event") == "leave")}
+                "leaves": sum(1 for r in self.rows["resizes"] if r.get("event") == "leave"),
+                "stepped": sorted({s["replica_group"] for s in steps if "replica_group" in s})}
 
     # --- the driver ------------------------------------------------------------------------
 

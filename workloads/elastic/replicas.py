@@ -355,6 +355,7 @@ class ReplicaController:
         if self.error is not None:
             return False
         if self.finished_at is not None:
+            self._stop_late_groups()
             if not self.live:
                 return False
             if time.time() - self.finished_at > FINISH_GRACE_S:
@@ -382,6 +383,23 @@ class ReplicaController:
         self._show(progress)
         self._preempt(progress, nodes)
         return True
+
+    def _stop_late_groups(self) -> None:
+        """Once a group finished, the groups still starting (no step reported) are stopped:
+        with no peer left to heal them they would train alone from their first step."""
+        try:
+            stepped = set(ray.get(self.ledger.replica_progress.remote(), timeout=10)["stepped"])
+        except ray.exceptions.RayError:
+            return
+        for group in [g for g in self.live.values() if g.number not in stepped]:
+            del self.live[group.number]
+            ray.kill(group.actor, no_restart=True)
+            self.ledger.add.remote("resizes", {
+                "event": "leave", "replica_group": group.number, "slot": group.slot,
+                "node_id": group.node, "t": time.time(), "cause": "late",
+                "noticed": group.noticed, "error": None})
+            self.say(f"{PREFIX} replica group {group.number} (slot {group.slot}) stopped: "
+                     "the run finished while it started")
 
     def _collect(self) -> None:
         """The groups whose run ended: finished, left at a notice, lost with their node, or
