@@ -1,9 +1,14 @@
 """Elastic training under preemption: without preemptions, with them (checkpoint on the spot
-notice) and with notices ignored (periodic checkpoints only), side by side; where the extra
-time went; and the default `invoke run-elastic` demo, timed.
+notice) and with notices ignored (periodic checkpoints only), side by side; survivor mode
+(`--torchft`) beside them on the same model, schedule and lab; where the extra time went; and
+the default `invoke run-elastic` demo, timed.
 
-The comparison: the same training (the shipped digits CNN) three times, each on a fresh spot
-lab (no node comes back once preempted), once without preemptions and twice under the same
+The lab replaces a preempted node after --replace-delay seconds (the new node's Ray start on
+top), so survivor mode has a rejoin to time; restart mode never grows back within the run
+(--cluster-rescale-timeout 3600), as before.
+
+The comparison: the same training (the digits CNN) three times, each on a fresh spot
+lab, once without preemptions and twice under the same
 preemption schedule (`--preempt-at`: spot nodes interrupted when training
 reaches the same steps, carried out by launch.elastic.LabInterrupter, the mechanism
 `invoke run-elastic` uses): once as spotburst runs it (a notice makes every rank checkpoint
@@ -28,6 +33,18 @@ it ran at, less the same step at the first count's, measured in the run without)
 restore per preemption (the run without preemptions' time from its training function's start
 to its first step), as a ratio to the run without preemptions.
 
+Survivor mode (`torchft-none`, `torchft`): the same CNN written for torchft
+(examples/elastic/torchft_digits.py), one replica group per worker, each with a fixed batch
+(--batch / workers) and a fixed step time (--step-time / workers) per step whatever the number
+of groups up, without and with the same preemptions. Per preemption: the survivors' step rate
+from the notice to the replacement's first committed step against their rate in the
+--rate-window seconds before the notice, notice -> the replacement's first committed step, and
+the replacement's node joining -> that step. Its bound: the run without preemptions plus, for
+every step done while fewer groups were up, the difference of that count's steady step time
+(measured in the run itself) to the full count's (no restart, no restore, no warm-up). The
+final loss of a run is the test loss of its last report (survivor mode), or its mean reported
+loss over its last --loss-window steps.
+
 The demo (`--demo`): `invoke run-elastic --out DIR`, the default run exactly as the docs
 show it, with its wall time (lab, run, teardown, figure) and headline numbers.
 
@@ -35,7 +52,11 @@ Targets: with the notice checkpoint no step is lost, every notice is honoured, t
 restart (notice -> next step) takes at most 15 s and the wall time is at most 1.10x its
 bound (a quiet machine); ignoring notices loses steps; the demo sees at least 3 preemptions,
 loses no step, honours every notice, reaches 0.95 test accuracy, and (on a quiet machine)
-takes at most 240 s. Exits 1 when one is missed. Writes the table, how it was made and the
+takes at most 240 s; survivor mode (a quiet machine): wall time at most 1.10x its bound, the
+survivors' step rate during each replacement at least 0.8x the rate before it, each
+replacement's first committed step at most 15 s after its node joined, at most one step
+computed twice per preemption, the final loss within 5 % of the run without preemptions.
+Exits 1 when one is missed. Writes the table, how it was made and the
 targets to --out (a markdown file) and the rows to --json.
 
     python -m benchmarks.elastic_preemption [--demo] [--out FILE] [--json FILE]
@@ -60,8 +81,14 @@ from spotlab import SpotLabConfig, spot_lab
 from workloads.elastic.summary import first_rows
 
 REPO = Path(__file__).resolve().parents[1]
-MODES = ("none", "checkpoint", "ignore")
+MODES = ("none", "checkpoint", "ignore", "torchft-none", "torchft")
 PREEMPTED = ("checkpoint", "ignore")
+SURVIVOR = ("torchft-none", "torchft")
+RESTART_SCRIPT = REPO / "examples" / "elastic" / "digits_cnn.py"
+TORCHFT_SCRIPT = REPO / "examples" / "elastic" / "torchft_digits.py"
+SURVIVOR_RATE_TARGET = 0.8
+REJOIN_TARGET_S = 15.0
+LOSS_TARGET = 0.05
 DEMO_WALL_TARGET_S = 240.0
 RESUME_TARGET_S = 15.0
 BOUND_TARGET = 1.10
@@ -77,33 +104,48 @@ def schedule(preemptions: int, steps: int, seed: int) -> list[int]:
                                                             strict=True)]
 
 
+def command_line(mode: str, at: list[int], args: argparse.Namespace, out: Path) -> list[str]:
+    """The run's command: the digits CNN in restart mode, or written for torchft."""
+    workers = args.preemptions + 2
+    schedule = "" if mode.endswith("none") else ",".join(map(str, at))
+    command = [sys.executable, "-m", "workloads.elastic", "--out", str(out), "-m", str(workers),
+               "--preempt-at", schedule]
+    if mode in SURVIVOR:
+        return [*command, "--torchft", "-f", str(TORCHFT_SCRIPT), "--function", "train_func",
+                "--", "--steps", str(args.steps), "--step-time", str(args.step_time / workers),
+                "--batch", str(max(1, args.batch // workers)),
+                "--checkpoint-every", str(args.checkpoint_every)]
+    return [*command, "-f", str(RESTART_SCRIPT),
+            "--on-notice", "checkpoint" if mode == "none" else mode,
+            "--checkpoint-every", str(args.checkpoint_every),
+            "--cluster-rescale-timeout", "3600", "--",
+            "--steps", str(args.steps), "--step-time", str(args.step_time),
+            "--batch", str(args.batch)]
+
+
 def run_mode(mode: str, at: list[int], args: argparse.Namespace, folder: Path
              ) -> dict[str, Any]:
     config = SpotLabConfig(spot=args.preemptions + 1, on_demand=1, cpus_per_node=1, alpha=1.0,
-                           warning_s=args.warning, replace_delay_s=3600.0,
+                           warning_s=args.warning, replace_delay_s=args.replace_delay,
                            object_store_mb=80, dashboard=False)
     out = folder / mode
     with spot_lab(config) as lab:
         interrupter = LabInterrupter(lambda line: print(line, flush=True)
                                      if line.startswith("elastic:") else None)
         interrupter.attach(lab)
-        command = [sys.executable, "-m", "workloads.elastic", "--out", str(out),
-                   "-m", str(args.preemptions + 2),
-                   "--on-notice", "checkpoint" if mode == "none" else mode,
-                   "--checkpoint-every", str(args.checkpoint_every),
-                   "--cluster-rescale-timeout", "3600",
-                   "--preempt-at", "" if mode == "none" else ",".join(map(str, at)), "--",
-                   "--steps", str(args.steps), "--step-time", str(args.step_time)]
-        code, log = procs.follow(command, interrupter.show, timeout_s=args.timeout,
-                                 name=f"the {mode} run", env=lab.driver_env, cwd=REPO)
+        code, log = procs.follow(command_line(mode, at, args, out), interrupter.show,
+                                 timeout_s=args.timeout, name=f"the {mode} run",
+                                 env=lab.driver_env, cwd=REPO)
     if code != 0:
         tail = "\n".join(log[-40:])
         raise SystemExit(f"{mode}: the run failed:\n{tail}")
     summary = json.loads((out / "summary.json").read_text())
-    restarts = [r for r in summary["restarts"] if r["cause"] == "preemption"]
-    resume = [r["time_to_resume_s"] for r in restarts if r["time_to_resume_s"]]
     records = {path.stem: [json.loads(line) for line in path.read_text().splitlines()]
                for path in (out / "records").glob("*.jsonl")}
+    if mode in SURVIVOR:
+        return survivor_row(mode, summary, records, args)
+    restarts = [r for r in summary["restarts"] if r["cause"] == "preemption"]
+    resume = [r["time_to_resume_s"] for r in restarts if r["time_to_resume_s"]]
     return {"mode": mode,
             "resume_s": resume,
             "median_time_to_resume_s": float(np.median(resume)) if resume else None,
@@ -114,7 +156,103 @@ def run_mode(mode: str, at: list[int], args: argparse.Namespace, folder: Path
             "notices": summary["notices"], "notices_honoured": summary["notices_honoured"],
             "mean_time_to_resume_s": float(np.mean(resume)) if resume else None,
             "wall_time_s": summary["wall_time_s"],
+            "final_loss": final_loss(records, args.loss_window),
             "test_accuracy": summary["final_metrics"].get("test_accuracy")}
+
+
+def final_loss(records: dict[str, list[dict[str, Any]]], window: int) -> float | None:
+    """The mean loss reported over the run's last `window` steps (every report of them)."""
+    rows = [s for s in records.get("steps", []) if "loss" in s]
+    if not rows:
+        return None
+    last = max(s["step"] for s in rows)
+    return float(np.mean([s["loss"] for s in rows if s["step"] > last - window]))
+
+
+def survivor_row(mode: str, summary: dict[str, Any], records: dict[str, list[dict[str, Any]]],
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """Survivor mode's numbers (see the module's docstring) from its summary and records."""
+    steps = sorted(records.get("steps", []), key=lambda s: s["t_run"])
+    started = summary["started_at"]
+    replacements = []
+    for row in summary["replacements"]:
+        group, notice = row["replica_group"], row["notice_t"]
+        others = [s for s in steps if s["replica_group"] != group
+                  and s["replica_group"] != row["replacement_group"]]
+        since = max(notice - args.rate_window, steps[0]["t_run"] if steps else notice)
+        before = {s["step"] for s in others if since <= s["t_run"] <= notice}
+        until = row["rejoin_t"] if row["rejoin_t"] is not None else summary["wall_time_s"]
+        rate_before = len(before) / (notice - since) if notice > since else 0.0
+        rate_during = row["survivor_steps"] / max(until - notice, 1e-9)
+        replacements.append({
+            **row, "rate_before": rate_before, "rate_during": rate_during,
+            "survivor_rate_ratio": rate_during / rate_before if rate_before else None,
+            "notice_to_first_step_s": (row["rejoin_t"] - notice
+                                       if row["rejoin_t"] is not None else None),
+            "node_join_to_first_step_s": (row["rejoin_t"] - row["node_joined_t"]
+                                          if row["rejoin_t"] is not None else None)})
+    return {"mode": mode, "started_at": started, "wall_time_s": summary["wall_time_s"],
+            "preemptions": summary["preemptions"], "lost_steps": summary["lost_steps"],
+            "replacements": replacements,
+            "interrupted_after": [p["steps_done"] for p in summary["preemption_schedule"]],
+            "steady_step_s": steady_by_count(steps, summary["worker_counts"]),
+            "steps_by_count": steps_by_count(steps, summary["worker_counts"]),
+            "final_loss": summary["final_metrics"].get("test_loss",
+                                                       final_loss(records, args.loss_window)),
+            "accuracy": summary["final_metrics"].get("accuracy")}
+
+
+def _count_at(t: float, counts: list[dict[str, Any]]) -> int:
+    return next((c["workers"] for c in reversed(counts) if c["t"] <= t), 0)
+
+
+def _distinct_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first report of each step (torchft's steps are one per quorum, any group's)."""
+    seen: set[int] = set()
+    rows = []
+    for row in steps:
+        if row["step"] not in seen:
+            seen.add(row["step"])
+            rows.append(row)
+    return rows
+
+
+def steady_by_count(steps: list[dict[str, Any]], counts: list[dict[str, Any]]
+                    ) -> dict[str, float]:
+    """The median interval between steps while each number of replica groups was up, past a
+    warm-up after each change."""
+    gaps: dict[int, list[float]] = {}
+    rows = _distinct_steps(steps)
+    changes = [c["t"] for c in counts]
+    for before, after in zip(rows, rows[1:], strict=False):
+        since = max((t for t in changes if t <= before["t_run"]), default=0.0)
+        warm = [r for r in rows if since <= r["t_run"] <= before["t_run"]]
+        if len(warm) <= WARM_UP_STEPS:
+            continue
+        count = _count_at(before["t_run"], counts)
+        if count == _count_at(after["t_run"], counts):
+            gaps.setdefault(count, []).append(after["t_run"] - before["t_run"])
+    return {str(count): float(np.median(values)) for count, values in sorted(gaps.items())}
+
+
+def steps_by_count(steps: list[dict[str, Any]], counts: list[dict[str, Any]]
+                   ) -> dict[str, int]:
+    done: dict[str, int] = {}
+    for row in _distinct_steps(steps):
+        key = str(_count_at(row["t_run"], counts))
+        done[key] = done.get(key, 0) + 1
+    return done
+
+
+def survivor_bound(none: dict[str, Any], row: dict[str, Any]) -> float | None:
+    """Survivor mode's least wall time (see the module's docstring)."""
+    full = max(none["steady_step_s"], key=int, default=None)
+    if full is None:
+        return None
+    base = none["steady_step_s"][full]
+    extra = sum(done * (row["steady_step_s"].get(count, base) - base)
+                for count, done in row["steps_by_count"].items() if int(count) < int(full))
+    return float(none["wall_time_s"] + extra)
 
 
 def steady_step_s(rows: list[dict[str, Any]]) -> float | None:
@@ -213,7 +351,8 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         lines += [f"Elastic training under preemption: {args.steps} steps of "
                   f"{args.step_time:g} s on one worker, up to {args.preemptions + 2} workers "
                   f"on {args.preemptions + 2} nodes of 1 CPU, {args.preemptions} preemptions "
-                  f"(no node replaced), warning {args.warning:g} s, periodic checkpoint every "
+                  f"(nodes replaced after {args.replace_delay:g} s, not grown into), warning "
+                  f"{args.warning:g} s, periodic checkpoint every "
                   f"{args.checkpoint_every} steps", "", "```"]
     if compared:
         lines.append(f"{'preemption':<11} " + " ".join(
@@ -233,7 +372,7 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                      f"{'/bound':>6} {'accuracy':>8}")
         none = by_mode.get("none")
         for row in rows:
-            if row["mode"] not in MODES:
+            if row["mode"] not in ("none", *PREEMPTED):
                 continue
             resumes = ",".join(f"{r:.1f}" for r in row["resume_s"]) or "-"
             median = row["median_time_to_resume_s"]
@@ -263,6 +402,7 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                              f"{restores:>8.1f} " + " ".join(
                     f"{parts[part]:>9.1f}" for part in PARTS) + f" {other:>6.1f}")
         lines.append("```")
+    lines += survivor_table(rows, args)
     for row in rows:
         if row["mode"] == "demo":
             lines += ["", "`invoke run-elastic` (the default demo):", "", "```",
@@ -274,6 +414,81 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                       f"{' -> '.join(map(str, row['worker_counts']))}, test accuracy "
                       f"{row['test_accuracy']:.3f}", "```"]
     return "\n".join(lines)
+
+
+def survivor_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+    """Survivor mode's lines: each replacement, then the run against its bound."""
+    by_mode = {row["mode"]: row for row in rows}
+    run, none = by_mode.get("torchft"), by_mode.get("torchft-none")
+    if run is None and none is None:
+        return []
+    groups = args.preemptions + 2
+    lines = ["", f"Survivor mode (--torchft, examples/elastic/torchft_digits.py): the same CNN, "
+             f"{groups} replica groups of {max(1, args.batch // groups)} images and "
+             f"{args.step_time / groups:.3g} s a step each, "
+             f"replacement nodes after {args.replace_delay:g} s (plus the node's start)",
+             "", "```"]
+    if run is not None:
+        lines.append(f"{'preemption':<11} {'group':>5} {'notice s':>8} {'left s':>7} "
+                     f"{'node s':>7} {'rejoin s':>8} {'survivor steps':>14} "
+                     f"{'rate before':>11} {'during':>7} {'ratio':>6} {'notice->step':>12} "
+                     f"{'node->step':>10}")
+        for index, rep in enumerate(run["replacements"]):
+            lines.append(
+                f"{index + 1:<11} {rep['replica_group']:>5} {rep['notice_t']:>8.1f} "
+                f"{rep['leave_t']:>7.1f} {_s(rep['node_joined_t']):>7} {_s(rep['rejoin_t']):>8} "
+                f"{rep['survivor_steps']:>14} {rep['rate_before']:>11.2f} "
+                f"{rep['rate_during']:>7.2f} {_x(rep['survivor_rate_ratio']):>6} "
+                f"{_s(rep['notice_to_first_step_s']):>12} "
+                f"{_s(rep['node_join_to_first_step_s']):>10}")
+        lines.append("")
+    lines.append(f"{'run':<13} {'preempt':>7} {'lost':>5} {'wall s':>7} {'bound s':>7} "
+                 f"{'/bound':>6} {'final loss':>10} {'accuracy':>8}")
+    for row in (none, run):
+        if row is None:
+            continue
+        limit = survivor_bound(none, row) if none else None
+        lines.append(f"{row['mode']:<13} {row['preemptions']:>7} {row['lost_steps']:>5} "
+                     f"{row['wall_time_s']:>7.1f} {_s(limit):>7} "
+                     f"{_x(row['wall_time_s'] / limit if limit else None):>6} "
+                     f"{_x(row['final_loss']):>10} {_x(row['accuracy']):>8}")
+    lines.append("```")
+    return lines
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def survivor_targets(rows: list[dict[str, Any]]) -> list[Target]:
+    by_mode = {row["mode"]: row for row in rows}
+    run, none = by_mode.get("torchft"), by_mode.get("torchft-none")
+    if run is None:
+        return []
+    found = [Target("survivor mode: steps computed twice per preemption",
+                    run["lost_steps"] / max(1, run["preemptions"]), 1.0)]
+    for index, rep in enumerate(run["replacements"], 1):
+        found.append(Target(f"survivor mode: replacement {index}: survivors' rate during / "
+                            "before", rep["survivor_rate_ratio"] or 0.0, SURVIVOR_RATE_TARGET,
+                            at_most=False))
+        if rep["node_joined_t"] is not None:  # a node came back before the run ended
+            found.append(Target(f"survivor mode: replacement {index}: node joined -> its "
+                                "first committed step (s)",
+                                rep["node_join_to_first_step_s"] or float("inf"),
+                                REJOIN_TARGET_S))
+    if none is not None:
+        limit = survivor_bound(none, run)
+        if limit:
+            found.append(Target("survivor mode: wall time / bound (quiet machine)",
+                                run["wall_time_s"] / limit, BOUND_TARGET))
+        if run["final_loss"] is not None and none["final_loss"]:
+            found.append(Target("survivor mode: final loss / without preemptions - 1",
+                                abs(run["final_loss"] / none["final_loss"] - 1), LOSS_TARGET))
+    return found
 
 
 def targets(rows: list[dict[str, Any]]) -> list[Target]:
@@ -309,15 +524,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.elastic_preemption",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--preemptions", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--step-time", type=float, default=0.6,
                         help="seconds a step takes on one worker (the script pads to it)")
+    parser.add_argument("--batch", type=int, default=64,
+                        help="images per step over all workers (survivor mode: each replica "
+                             "group takes its share of the full count, whatever is up)")
     parser.add_argument("--checkpoint-every", type=int, default=50)
+    parser.add_argument("--replace-delay", type=float, default=5.0,
+                        help="lab seconds from a kill until the replacement node starts")
+    parser.add_argument("--rate-window", type=float, default=10.0,
+                        help="seconds before a notice the survivors' rate is measured over")
+    parser.add_argument("--loss-window", type=int, default=30,
+                        help="last steps whose mean reported loss is the final loss")
     parser.add_argument("--warning", type=float, default=6.0, help="lab seconds of notice")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--modes", type=lambda text: text.split(","), default=list(MODES),
-                        help="comma-separated: checkpoint,ignore (both: the comparison); "
-                             "empty: none")
+                        help=f"comma-separated, of {','.join(MODES)} (each preempted mode is "
+                             "compared with its own run without preemptions); empty: none")
     parser.add_argument("--demo", action="store_true",
                         help="also time the default `invoke run-elastic`")
     parser.add_argument("--timeout", type=float, default=1800.0,
@@ -338,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.demo:
             rows.append(run_demo(args, folder))
             print(f"  demo: {rows[-1]}", flush=True)
-    checked = targets(rows)
+    checked = targets(rows) + survivor_targets(rows)
     text = "\n\n".join([header(machine()), table(rows, args), targets_text(checked)])
     print(text)
     if args.out:

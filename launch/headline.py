@@ -91,7 +91,17 @@ def _notices(summary: dict[str, Any]) -> str:
 
 
 def _steps(summary: dict[str, Any]) -> str:
-    return f"{summary['steps_done']}/{summary['total_steps']}"
+    total = summary["total_steps"]
+    return f"{summary['steps_done']}" + ("" if total is None else f"/{total}")
+
+
+def _replacements(summary: dict[str, Any]) -> str:
+    """Survivor mode's replica groups replaced: how many rejoined, the survivors' steps in
+    each replacement."""
+    rows = summary["replacements"]
+    rejoined = sum(1 for row in rows if row["rejoin_t"] is not None)
+    steps = ", ".join(str(row["survivor_steps"]) for row in rows)
+    return f"{len(rows)}, {rejoined} rejoined; steps the others committed meanwhile: {steps or '-'}"
 
 
 def _spread(summary: dict[str, Any]) -> str:
@@ -157,6 +167,7 @@ HEADLINES: dict[str, Headline] = {
                 Value("steps lost", "lost_steps"),
                 Value("preemptions", "preemptions"),
                 Value("notices honoured", _notices),
+                Value("replacements", _replacements),
                 Value("cost", "cost.cost_usd", _dollars),
                 Value("all on demand", "cost.all_on_demand_cost_usd", _dollars)),
     ),

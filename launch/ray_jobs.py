@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import re
 import shlex
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -121,9 +123,11 @@ _STARTS_TRACE = re.compile(
 # CPUs (DOLL's fleet on 2 cores) meets it by design, so it is kept out of the user's view.
 _WORKER_POOL_WARNING = re.compile(r"^WARNING: \d+ \w+ worker processes have been started on ")
 # Ray Train's controller and workers log their every step of bookkeeping (worker groups,
-# process groups, state transitions); Ray's own Python loggers (`INFO worker.py:1 -- ...`)
+# process groups, state transitions), and so do torchft's replica groups and Lighthouse in
+# survivor mode (quorums, recoveries); Ray's own Python loggers (`INFO worker.py:1 -- ...`)
 # note connections and shutdowns. Neither is the run's: kept in the file unless --verbose.
-_RAY_TRAIN_SOURCE = re.compile(r"^\((RayTrainWorker|TrainController)\b[^)]*\) ")
+_RAY_TRAIN_SOURCE = re.compile(
+    r"^\((RayTrainWorker|TrainController|ReplicaGroup|LighthouseServerActor)\b[^)]*\) ")
 _RAY_LOGGER = re.compile(r"^(\[?\d{4}-\d\d-\d\d [\d:,.]+\]?\s+)?(INFO|WARNING|DEBUG) "
                          r"[\w.]+\.py:\d+ -- ")
 SHOW_RAY_LOG_LINES: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -201,6 +205,56 @@ class RayTraceDiverter:
             out.write(line + "\n")
 
 
+RAY_LOG_FORMAT = "%(asctime)s\t%(levelname)s %(filename)s:%(lineno)s -- %(message)s"
+"""How Ray's own handler writes its Python loggers' records (what ray_own_line knows)."""
+
+
+class _RayRecords(logging.Handler):
+    """Ray's Python log records made in this process (the Jobs client's `Uploading package`,
+    `Creating a file package`, `WebSocket closed for job`), as lines: held until `forward`
+    names where they go, then handed there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter(RAY_LOG_FORMAT))
+        self.held: list[str] = []
+        self.target: Callable[[str], None] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = self.format(record)
+        if self.target is None:
+            self.held.append(line)
+        else:
+            self.target(line)
+
+    def forward(self, target: Callable[[str], None]) -> None:
+        self.target = target
+        for line in self.held:
+            target(line)
+        self.held = []
+
+
+@contextlib.contextmanager
+def ray_records_captured() -> Iterator[_RayRecords]:
+    """Within it, the records of Ray's `ray` logger in this process go to the handler
+    yielded, not to Ray's own handler on the terminal; its held lines are shown on the way out
+    if nothing took them."""
+    logger = logging.getLogger("ray")
+    captured = _RayRecords()
+    own = list(logger.handlers)
+    for handler in own:
+        logger.removeHandler(handler)
+    logger.addHandler(captured)
+    try:
+        yield captured
+    finally:
+        logger.removeHandler(captured)
+        for handler in own:
+            logger.addHandler(handler)
+        for line in captured.held:
+            print(line, file=sys.stderr)
+
+
 async def _follow(client: JobSubmissionClient, job_id: str, show: Callable[[str], None],
                   watchdog: Watchdog) -> None:
     """Show the job's log lines as they come, until the log ends; RunStalled once the
@@ -275,17 +329,29 @@ def run_job(
     runtime_env: dict[str, object] = {"working_dir": str(working_dir), "env_vars": env}
     if requirements:
         runtime_env["pip"] = {"packages": requirements, "pip_check": False}
-    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
-    show(f"submitted Ray job {job_id} to {address}")
-    traces = trace_log or Path(tempfile.gettempdir()) / f"spotburst-{job_id}-ray-traces.log"
+    with ray_records_captured() as ray_records:
+        job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
+        show(f"submitted Ray job {job_id} to {address}")
+        traces = trace_log or Path(tempfile.gettempdir()) / f"spotburst-{job_id}-ray-traces.log"
+        return _run_submitted(client, job_id, address, show, traces, stall_timeout_s,
+                              ray_records)
+
+
+def _run_submitted(client: JobSubmissionClient, job_id: str, address: str,
+                   show: Callable[[str], None], traces: Path, stall_timeout_s: float,
+                   ray_records: _RayRecords) -> str:
+    """run_job once the job is in: its log followed (Ray's own lines, this process's among
+    them, to `traces`), its end awaited."""
     watchdog = Watchdog(stall_timeout_s)
 
     def shown(line: str) -> None:
         watchdog.saw(line)
         show(line)
 
+    diverter = RayTraceDiverter(shown, traces)
+    ray_records.forward(diverter)
     try:
-        asyncio.run(_follow(client, job_id, RayTraceDiverter(shown, traces), watchdog))
+        asyncio.run(_follow(client, job_id, diverter, watchdog))
     except BaseException as error:  # Ctrl-C, SIGTERM or a lost stream: the job must not
         with interrupts_ignored(), contextlib.suppress(Exception):  # run on a cluster gone too
             if client.stop_job(job_id):

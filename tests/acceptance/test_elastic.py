@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from spotlab.state import STATE_DIR_ENV
-from tests.helpers.acceptance import run_documented
+from tests.helpers.acceptance import run_documented_on_a_new_lab
 from workloads.elastic.options import DEMO_SCHEDULE
 from workloads.elastic.schedule import parse_schedule
 
@@ -33,10 +32,8 @@ TIMEOUT_S = 1500.0
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("elastic") / "results"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
-        summary = run_documented(COMMAND, out, timeout_s=TIMEOUT_S)
+    summary, out = run_documented_on_a_new_lab(COMMAND, tmp_path_factory, "elastic",
+                                               TIMEOUT_S)
     records = {path.stem: [json.loads(row) for row in path.read_text().splitlines()]
                for path in (out / "records").glob("*.jsonl")}
     return {"summary": summary, "records": records, "out": out}
@@ -80,10 +77,8 @@ def test_the_run_is_priced_below_all_on_demand_and_drawn(run: dict[str, Any]) ->
 
 def test_your_own_script_as_the_docs_show_it_loses_no_step(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    out = tmp_path_factory.mktemp("elastic-own") / "results"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("spotlab-state")))
-        summary = run_documented(OWN_SCRIPT, out, timeout_s=TIMEOUT_S)
+    summary, out = run_documented_on_a_new_lab(OWN_SCRIPT, tmp_path_factory, "elastic-own",
+                                               TIMEOUT_S)
     assert summary["completed"] and summary["step_unit"] == "step"
     assert len(summary["preemptions_carried_out"]) == 3 and summary["preemptions"] >= 3
     assert summary["lost_steps"] == 0

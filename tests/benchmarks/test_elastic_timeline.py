@@ -67,3 +67,39 @@ def test_warm_up_is_the_first_steps_past_their_steady_time() -> None:
     }
     [part] = timeline(records, [20.0])["preemptions"]
     assert part["warm_up"] == pytest.approx((WARM_UP_STEPS - 1) * (1.0 - 0.2))
+
+
+def test_survivor_mode_rates_and_bound_from_its_records() -> None:
+    from argparse import Namespace
+
+    from benchmarks.elastic_preemption import survivor_bound, survivor_row
+
+    def reports(group: int, first: int, count: int, t0: float, gap: float
+                ) -> list[dict[str, Any]]:
+        return [{"replica_group": group, "step": first + i, "t_run": t0 + i * gap,
+                 "loss": 0.5} for i in range(count)]
+
+    # 2 groups step every 0.2 s from t=0; group 1 noticed at 10.0 (step 50), gone; group 0
+    # steps every 0.1 s alone from 10.0 until the replacement's first step at 20.0 (step 150)
+    counts = [{"t": -1.0, "workers": 2}, {"t": 10.5, "workers": 1}, {"t": 19.0, "workers": 2}]
+    steps = (reports(0, 0, 50, 0.0, 0.2) + reports(1, 0, 50, 0.0, 0.2)
+             + reports(0, 50, 100, 10.0, 0.1) + reports(2, 150, 50, 20.0, 0.2)
+             + reports(0, 150, 50, 20.0, 0.2))
+    summary = {"started_at": 0.0, "wall_time_s": 30.0, "preemptions": 1, "lost_steps": 0,
+               "preemption_schedule": [{"steps_done": 50}], "worker_counts": counts,
+               "final_metrics": {"accuracy": 0.9},
+               "replacements": [{"replica_group": 1, "replacement_group": 2, "notice_t": 10.0,
+                                 "leave_t": 10.5, "node_joined_t": 18.0, "join_t": 19.0,
+                                 "rejoin_t": 20.0, "survivor_steps": 100}]}
+    args = Namespace(rate_window=10.0, loss_window=30)
+    row = survivor_row("torchft", summary, {"steps": steps}, args)
+    [rep] = row["replacements"]
+    assert rep["rate_before"] == pytest.approx(5.1)  # steps 0..50 (t 0..10.0) in 10 s
+    assert rep["rate_during"] == pytest.approx(10.0)
+    assert rep["survivor_rate_ratio"] == pytest.approx(10.0 / 5.1)
+    assert rep["node_join_to_first_step_s"] == pytest.approx(2.0)
+    assert row["steady_step_s"]["1"] == pytest.approx(0.1)
+    none = {"wall_time_s": 25.0, "steady_step_s": {"2": 0.2}}
+    # the 85 steps done while one group was up (t 10.5..18.9) were 0.1 s quicker each
+    assert row["steps_by_count"]["1"] == 85
+    assert survivor_bound(none, row) == pytest.approx(25.0 - 85 * 0.1)

@@ -3,6 +3,7 @@ without Ray's own crash output (real samples from lab runs in ray_logs/)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -214,3 +215,51 @@ def test_a_head_killed_mid_run_ends_the_run_in_one_line(
         "connection closed unexpectedly with close code 1006); the cluster's head may be gone")
     assert client.stopped == ["raysubmit_1"]  # it was asked to stop, in case it runs on
     assert "step 1" in shown
+
+
+class _QuietRun:
+    """A Jobs client that logs what Ray's own client logs in the launcher's process (through
+    Ray's loggers, as its SDK does): the package upload before the job, the WebSocket's close
+    after it."""
+
+    def submit_job(self, **_: object) -> str:
+        logging.getLogger("ray._private.runtime_env.packaging").info(
+            "Creating a file package for local module '/tmp/job'.")
+        logging.getLogger("ray.dashboard.modules.dashboard_sdk").info(
+            "Uploading package gcs://_ray_pkg_1.zip.")
+        return "raysubmit_2"
+
+    async def _tail(self) -> AsyncIterator[str]:
+        yield "step 1\n"
+        logging.getLogger("ray.dashboard.modules.job.sdk").info(
+            "WebSocket closed for job raysubmit_2 with close code 1000")
+
+    def tail_job_logs(self, job_id: str) -> AsyncIterator[str]:
+        return self._tail()
+
+    def get_job_status(self, job_id: str) -> JobStatus:
+        return JobStatus.SUCCEEDED
+
+    def get_job_logs(self, job_id: str) -> str:
+        return "step 1\n"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_rays_own_lines_from_the_launchers_process_go_to_the_file_unless_verbose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+        verbose: bool) -> None:
+    monkeypatch.setattr(ray_jobs, "jobs_client", lambda address, token: _QuietRun())
+    shown: list[str] = []
+    with ray_log_lines_shown(verbose):
+        ray_jobs.run_job("http://127.0.0.1:8265", tmp_path, ["-m", "x"], {},
+                         show=shown.append, trace_log=tmp_path / "ray-traces.log")
+    ours = ("Creating a file package", "Uploading package", "WebSocket closed for job")
+    assert not any(text in capfd.readouterr().err for text in ours)  # Ray's own handler's
+    in_view = [line for line in shown if any(text in line for text in ours)]
+    if verbose:
+        assert len(in_view) == 3
+    else:
+        assert not in_view and "step 1" in shown
+        kept = (tmp_path / "ray-traces.log").read_text()
+        assert all(text in kept for text in ours)
+    assert logging.getLogger("ray").handlers[0].__class__.__name__ == "PlainRayHandler"

@@ -118,6 +118,23 @@ PRIVATE: dict[str, Private] = {
     "get_train_context": Private(
         "ray.train.v2._internal.execution.context", "get_train_context", {"": ()},
         "ray.train.get_context() lacks the preemption signal and the last checkpoint"),
+    "TrainFnUtils": Private(
+        "ray.train.v2._internal.execution.train_fn_utils", "TrainFnUtils", {},
+        "none: what ray.train.report/get_context/get_checkpoint call in a training function; "
+        "a --torchft replica group (an actor of the run's, not a Ray Train worker) gives its "
+        "own, as Ray Train's local mode does"),
+    "set_train_fn_utils": Private(
+        "ray.train.v2._internal.execution.train_fn_utils", "set_train_fn_utils",
+        {"": ("train_fn_utils",)},
+        "none: installs a TrainFnUtils in this process"),
+    "LocalTrainContext": Private(
+        "ray.train.v2.api.context", "LocalTrainContext",
+        {"": ("experiment_name", "world_size", "world_rank")},
+        "ray.train.get_context()'s answer outside a Ray Train worker group (not exported)"),
+    "LighthouseServerActor": Private(
+        "ray.train.v2.torch.torchft_config", "LighthouseServerActor", {},
+        "ray.train.v2.torch.torchft_config.TorchftConfig starts it inside Ray Train's "
+        "controller only; the run's own controller starts the same actor"),
     "deprecation": Private(
         "ray._common.deprecation", "", {},
         "none: the logger RLlib's own deprecation warnings go to"),

@@ -25,10 +25,16 @@ from workloads.common.provenance import package_version, provenance
 from workloads.common.results import ResultsWriter
 from workloads.elastic.ledger import LEDGER_NAME_PREFIX, RECORDS, start_ledger
 from workloads.elastic.options import ElasticOptions
-from workloads.elastic.progress import group_line, preempt_line, step_line
-from workloads.elastic.schedule import GroupView, Schedule, spot_node_to_interrupt
+from workloads.elastic.progress import group_line, step_line
+from workloads.elastic.replicas import (
+    LIGHTHOUSE_KWARGS,
+    QUIET_ENV,
+    ReplicaController,
+    ReplicaSettings,
+)
+from workloads.elastic.schedule import GroupView, Schedule, fire_if_due
 from workloads.elastic.script import check_script, place
-from workloads.elastic.summary import summarize
+from workloads.elastic.summary import summarize, summarize_replicas
 from workloads.elastic.worker import ReportHook, WorkerSettings, train_entry
 
 WATCH_EVERY_S = 0.25
@@ -82,17 +88,20 @@ def checkpoint_storage(options: ElasticOptions) -> Iterator[tuple[str, Any]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def shipped_script(options: ElasticOptions, ledger_name: str) -> dict[str, Any]:
+    """The fields of ShippedScript every worker of both modes is told."""
+    return {"ledger": ledger_name, "script": place(options.script_path()),
+            "working_dir": place(options.working_dir) if options.working_dir else None,
+            "function": options.function, "argv": options.argv,
+            "notice_poll": options.notice_poll}
+
+
 def worker_settings(options: ElasticOptions, ledger_name: str) -> WorkerSettings:
     return WorkerSettings(
-        ledger=ledger_name,
-        script=place(options.script_path()),
-        working_dir=place(options.working_dir) if options.working_dir else None,
-        function=options.function,
-        argv=options.argv,
+        **shipped_script(options, ledger_name),
         checkpoint_every=options.checkpoint_every,
         checkpoint_timeout=options.checkpoint_timeout,
         on_notice=options.on_notice,
-        notice_poll=options.notice_poll,
         cluster_rescale_timeout=options.cluster_rescale_timeout,
         min_workers=options.min_workers,
         max_workers=options.max_workers,
@@ -181,18 +190,37 @@ class Watch:
         view = GroupView(group["group"], group["nodes"], progress["group_first_step_t"],
                          progress["group_last_step_t"], progress["group_holding"],
                          progress["group_steps_done"])
-        now = time.time()
-        if not self.schedule.due(view, progress["steps_done"], now):
-            return
-        node = spot_node_to_interrupt(view, spot_nodes(), (f.node for f in self.schedule.fired))
-        if node is None:
-            return
-        fired = self.schedule.fire(view, node, progress["steps_done"], now)
-        self.ledger.add.remote("schedule", {"t": now, "point": fired.point.text,
-                                            "index": fired.index, "group": fired.group,
-                                            "node_id": node, "steps_done": fired.steps_done})
-        self.say(preempt_line(fired.index + 1, len(self.schedule.points), fired.point.text,
-                              node, fired.group, fired.steps_done))
+        fire_if_due(self.schedule, view, progress["steps_done"], spot_nodes(), time.time(),
+                    lambda row: self.ledger.add.remote("schedule", row), self.say)
+
+
+def train(options: ElasticOptions, trainer: Any, ledger: Any, say: Say) -> Exception | None:
+    """Ray Train's run, the driver's watch beside it; Ray Train's error if it gave up (the
+    results still say how far it got)."""
+    watch = Watch(ledger, Schedule(options.schedule), say)
+    watcher = threading.Thread(target=watch.run, name="watch", daemon=True)
+    watcher.start()
+    try:
+        trainer.fit()
+    except Exception as failed:
+        return failed
+    finally:
+        watch.stop.set()
+    return None
+
+
+def train_replicas(options: ElasticOptions, name: str, storage: str, filesystem: Any,
+                   ledger: Any, ledger_name: str, say: Say) -> Exception | None:
+    """Survivor mode (workloads/elastic/replicas.py): the run's own controller, to the end."""
+    import torchft  # noqa: F401  (the Lighthouse's, and a requirement shipped with the job)
+
+    settings = ReplicaSettings(
+        **shipped_script(options, ledger_name), slots=options.max_workers, storage=storage,
+        filesystem=filesystem, experiment=name, env=dict(QUIET_ENV))
+    controller = ReplicaController(settings, options.train_loop_config, options.cpus,
+                                   options.max_failures, Schedule(options.schedule), ledger, say)
+    controller.run()
+    return None if controller.error is None else RuntimeError(controller.error)
 
 
 def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
@@ -206,23 +234,22 @@ def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
         ledger_name = LEDGER_NAME_PREFIX + run_id
         ledger = start_ledger(ledger_name, options.min_workers, options.max_workers,
                               handshake=options.on_notice == "checkpoint")
-        trainer = make_trainer(options, f"elastic-{run_id}", storage, filesystem, ledger_name)
-        say(f"elastic: {options.script_path().name}:{options.function} on "
-            f"{options.min_workers}..{options.max_workers} workers, checkpoints in {storage}")
-        watch = Watch(ledger, Schedule(options.schedule), say)
-        watcher = threading.Thread(target=watch.run, name="watch", daemon=True)
         started = time.time()
-        watcher.start()
-        error: BaseException | None = None
-        try:
-            trainer.fit()
-        except Exception as failed:  # Ray Train gave up: the results still say how far it got
-            error = failed
-        finally:
-            watch.stop.set()
-            ended = time.time()
+        if options.torchft:
+            say(f"elastic: {options.script_path().name}:{options.function} as up to "
+                f"{options.max_workers} torchft replica groups, checkpoints in {storage}")
+            error = train_replicas(options, f"elastic-{run_id}", storage, filesystem,
+                                   ledger, ledger_name, say)
+        else:
+            say(f"elastic: {options.script_path().name}:{options.function} on "
+                f"{options.min_workers}..{options.max_workers} workers, checkpoints in "
+                f"{storage}")
+            error = train(options, make_trainer(options, f"elastic-{run_id}", storage,
+                                                filesystem, ledger_name), ledger, say)
+        ended = time.time()
         record = ray.get(ledger.snapshot.remote())
-    summary = {**summarize(record, started, ended, options.metric, failed=error is not None),
+    summarized = summarize_replicas if options.torchft else summarize
+    summary = {**summarized(record, started, ended, options.metric, failed=error is not None),
                "target": options.target,
                "script": options.script_path().name, "function": options.function,
                "on_notice": options.on_notice,
@@ -233,6 +260,9 @@ def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
     document = provenance(options.parameters(), {"script": options.script_path()},
                           options.target, {})
     document["torch"] = package_version("torch")
+    if options.torchft:
+        document["torchft"] = package_version("torchft")
+        document["lighthouse"] = LIGHTHOUSE_KWARGS
     document["ray_train_v2"] = os.environ.get("RAY_TRAIN_V2_ENABLED", "1") != "0"
     document["ray_train_env"] = {key: os.environ[key] for key in RAY_TRAIN_ENV}
     writer.finish(summary, document, to_log=options.results_to_log)

@@ -1,4 +1,6 @@
-"""The run's figure, drawn on the user's side from a results folder (matplotlib, Agg):
+"""The run's figure, drawn on the user's side from a results folder (matplotlib, Agg); in
+survivor mode (--torchft) the replica groups up instead of the workers, and each replica
+group's leave and join marked on the first and the metric's panel:
 
 1. workers training over time, each worker group's start-up shaded, the notices, the notice
    checkpoints Ray Train committed and the nodes killed at their deadline marked;
@@ -83,15 +85,22 @@ def draw(folder: Path) -> list[Path]:
     wall = summary["wall_time_s"]
     metric = summary.get("metric")
 
-    first_placed = min((g["t_run"] for g in groups), default=min(
-        (s["t_run"] for s in steps), default=0.0))
+    resizes = _records(storage, folder, "resizes")
+    joins = [r for r in resizes if r.get("event") == "join"]  # survivor mode (--torchft)
+    leaves = [r for r in resizes if r.get("event") == "leave"]
+    if joins:
+        notices = _records(storage, folder, "notices")
+    first_placed = min([g["t_run"] for g in groups + joins] or [
+        s["t_run"] for s in steps] or [0.0])
     left = max(0.0, first_placed - LEAD_IN_S)
     panels = 4 if cost else 3
     figure, axes = plt.subplots(panels, 1, figsize=(8, 2.3 * panels + 1), sharex=True)
     workers_axes, progress_axes, metric_axes = axes[0], axes[1], axes[2]
 
-    times, counts = _workers_over_time(attempts, holds, steps, wall)
-    workers_axes.step(times, counts, where="post", color="tab:blue", label="workers training")
+    times, counts = (_replicas_over_time(joins, leaves, wall) if joins
+                     else _workers_over_time(attempts, holds, steps, wall))
+    workers_axes.step(times, counts, where="post", color="tab:blue",
+                      label="replica groups up" if joins else "workers training")
     first_steps = {a: min(s["t_run"] for s in steps if s["attempt"] == a)
                    for a in {s["attempt"] for s in steps}}
     for index, group in enumerate(groups):
@@ -112,6 +121,10 @@ def draw(folder: Path) -> list[Path]:
              (saved, "tab:green", ":", "notice checkpoint (committed)"),
              ([{"t_run": t} for t in _kills(folder, started)], "black", "-",
               "spot node killed")]
+    membership = [(leaves, "tab:red", "-.", "replica group left"),
+                  ([j for j in joins if any(r["t_run"] <= j["t_run"] for r in leaves)],
+                   "tab:green", "-", "replica group joined")]
+    marks += membership
     for rows, color, style, label in marks:
         for index, row in enumerate(rows):
             workers_axes.axvline(row["t_run"], color=color, linestyle=style, linewidth=1.2,
@@ -120,16 +133,11 @@ def draw(folder: Path) -> list[Path]:
         workers_axes.plot(row["t_run"], max(counts or [1]) + 0.25, "v", color="tab:purple",
                           label="scheduled preemption" if index == 0 else "_nolegend_")
     top = max(counts or [1])
-    workers_axes.set(ylabel="workers", ylim=(0, top * 1.8 + 0.5), title=_title(summary,
-                                                                           first_placed))
+    workers_axes.set(ylabel="replica groups" if joins else "workers",
+                     ylim=(0, top * 1.8 + 0.5), title=_title(summary, first_placed))
     workers_axes.legend(loc="upper left", fontsize="x-small", ncol=3, framealpha=0.9)
 
-    seen: set[int] = set()
-    again: list[dict[str, Any]] = []
-    for attempt in sorted({s["attempt"] for s in steps}):
-        mine = [s for s in steps if s["attempt"] == attempt]
-        again += [s for s in mine if s["step"] in seen]
-        seen |= {s["step"] for s in mine}
+    again = _replica_steps_again(steps, joins) if joins else _steps_again(steps)
     progress_axes.plot([s["t_run"] for s in steps], [s["step"] + 1 for s in steps], ".",
                        color="tab:blue", markersize=2, label="computed once")
     if again:
@@ -145,6 +153,9 @@ def draw(folder: Path) -> list[Path]:
             metric_axes.plot([t for t, _ in points], [v for _, v in points],
                              "-" if dense and len(points) > 1 else "o-", color="tab:orange",
                              markersize=2 if dense else 3, linewidth=1)
+        for rows, color, style, _ in membership:  # on the loss curve too
+            for row in rows:
+                metric_axes.axvline(row["t_run"], color=color, linestyle=style, linewidth=1)
     else:
         metric_axes.text(0.5, 0.5, f"no metric {metric!r} reported", ha="center",
                          va="center", transform=metric_axes.transAxes)
@@ -162,11 +173,41 @@ def draw(folder: Path) -> list[Path]:
     return [save_figure(figure, folder / FIGURE)]
 
 
+def _steps_again(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps a later worker group computed again."""
+    seen: set[int] = set()
+    again: list[dict[str, Any]] = []
+    for attempt in sorted({s["attempt"] for s in steps}):
+        mine = [s for s in steps if s["attempt"] == attempt]
+        again += [s for s in mine if s["step"] in seen]
+        seen |= {s["step"] for s in mine}
+    return again
+
+
+def _replica_steps_again(steps: list[dict[str, Any]], joins: list[dict[str, Any]]
+                         ) -> list[dict[str, Any]]:
+    """Survivor mode: a step a replica group reported before (it did not commit), or one an
+    earlier generation of groups had done (every group lost, resumed from a checkpoint)."""
+    generation = {j["replica_group"]: j.get("generation", 0) for j in joins}
+    reached: dict[int, int] = {}
+    seen: set[tuple[int, int]] = set()
+    again = []
+    for row in sorted(steps, key=lambda r: r["t_run"]):
+        mine = generation.get(row["attempt"], 0)
+        key = (row["attempt"], row["step"])
+        if key in seen or any(g < mine and row["step"] < done for g, done in reached.items()):
+            again.append(row)
+        seen.add(key)
+        reached[mine] = max(reached.get(mine, 0), row["step"] + 1)
+    return again
+
+
 def _title(summary: dict[str, Any], first_placed: float) -> str:
     return (f"{summary.get('script', '')}: {summary['steps_done']} "
             f"{summary.get('step_unit', 'step')}s, {summary['lost_steps']} lost, "
             f"{summary['preemptions']} preemptions, {summary['notices_honoured']}/"
-            f"{summary['notices']} notices honoured\n(first worker group placed "
+            f"{summary['notices']} notices honoured\n(first "
+            f"{'replica' if summary.get('mode') == 'torchft' else 'worker'} group placed "
             f"{first_placed:.0f} s after the run began)")
 
 
@@ -176,7 +217,7 @@ def _metric_series(metric: str | None, steps: list[dict[str, Any]],
     rows and the reports Ray Train committed."""
     if metric is None:
         return []
-    by_group: dict[int, set[tuple[float, float]]] = {}
+    by_group: dict[int | None, set[tuple[float, float]]] = {}
     for row in steps:
         if metric in row:
             by_group.setdefault(row["attempt"], set()).add((row["t_run"], float(row[metric])))
@@ -184,4 +225,17 @@ def _metric_series(metric: str | None, steps: list[dict[str, Any]],
         value = row.get("metrics", {}).get(metric)
         if isinstance(value, int | float):
             by_group.setdefault(row["attempt"], set()).add((row["t_run"], float(value)))
-    return [sorted(by_group[attempt]) for attempt in sorted(by_group)]
+    return [sorted(points) for _, points in sorted(by_group.items(),
+                                                   key=lambda item: item[0] is None)]
+
+
+def _replicas_over_time(joins: list[dict[str, Any]], leaves: list[dict[str, Any]],
+                        wall_s: float) -> tuple[list[float], list[int]]:
+    """Survivor mode: replica groups up over time, from their joins and leaves."""
+    changes = sorted([(j["t_run"], 1) for j in joins] + [(r["t_run"], -1) for r in leaves])
+    times, counts, count = [0.0], [0], 0
+    for t, change in changes:
+        count += change
+        times.append(t)
+        counts.append(count)
+    return [*times, wall_s], [*counts, count]

@@ -39,6 +39,7 @@ class Ledger:
         self.final: dict[str, Any] = {}
         self.total_steps: int | None = None
         self.commits_in_attempt = 0
+        self.claimed: set[int] = set()
 
     # --- the controller --------------------------------------------------------------------
 
@@ -140,6 +141,36 @@ class Ledger:
             return holds[-1]["reason"] == "resize" and not holds[-1].get("expired")
         marked = any(s["kind"] == "step" and s["t"] >= since for s in self.rows["steps"])
         return not (self.handshake and marked)
+
+    # --- survivor mode (--torchft: workloads/elastic/replicas.py) ---------------------------
+
+    def claim_checkpoint(self, step: int) -> bool:
+        """Whether the replica group asking keeps the checkpoint of `step` (the first to ask:
+        one copy per step, whichever groups report one)."""
+        if step in self.claimed:
+            return False
+        self.claimed.add(step)
+        return True
+
+    def latest_checkpoint(self) -> str | None:
+        """The newest checkpoint committed (the one new replica groups start from when no
+        group is left to heal them)."""
+        commits = [c for c in self.rows["commits"] if c.get("checkpoint")]
+        return commits[-1]["checkpoint"] if commits else None
+
+    def replica_progress(self) -> dict[str, Any]:
+        """The run's steps; its newest replica group's first step (a schedule's `Ns` counts
+        from there) and the latest step of any."""
+        steps = self.rows["steps"]
+        last = steps[-1] if steps else {}
+        joins = [r for r in self.rows["resizes"] if r.get("event") == "join"]
+        newest = joins[-1]["replica_group"] if joins else None
+        return {"steps_done": max((s["step"] + 1 for s in steps), default=0),
+                "first_t": next((s["t"] for s in steps if s.get("replica_group") == newest),
+                                None),
+                "last_t": last.get("t"), "loss": last.get("loss"), "joins": len(joins),
+                "leaves": sum(1 for r in self.rows["resizes"] if r.get("event") == "leave"),
+                "stepped": sorted({s["replica_group"] for s in steps if "replica_group" in s})}
 
     # --- the driver ------------------------------------------------------------------------
 

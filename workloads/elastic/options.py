@@ -100,6 +100,12 @@ class ElasticOptions(ResultsOptions):
         "(notice, drain, kill). Empty: none (on the lab, --alpha below 1 adds the lab's own "
         "Markov-chain preemptions)",
     )
+    torchft: bool = option(
+        False,
+        "survivor mode: the script is written for torchft (its Manager, DDP, Optimizer, "
+        "ProcessGroupGloo, PGTransport); one replica group per worker, a notice removes only "
+        "its group and a new group joins from a live peer's state (docs/elastic.md)",
+    )
     preset: str | None = option(
         None,
         "paper: the scale of the original, AdaptDL on Ray AWS (checkpoint timeout 120 s, "

@@ -17,8 +17,11 @@ the machine's speed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from workloads.elastic.progress import preempt_line
 
 START = "start"
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
@@ -130,3 +133,21 @@ def spot_node_to_interrupt(group: GroupView, spot_nodes: Iterable[str],
     spot, done = set(spot_nodes), set(interrupted)
     return next((node for node in reversed(group.nodes) if node in spot and node not in done),
                 None)
+
+
+def fire_if_due(schedule: Schedule, view: GroupView, steps_done: int, spot_nodes: Iterable[str],
+                now: float, record: Callable[[dict[str, Any]], None],
+                say: Callable[[str], None]) -> None:
+    """If the next point has come for `view` (the run at `steps_done`), pick the spot node to
+    interrupt, record the point (`record`: the run's `schedule` rows) and announce it (`say`:
+    the line the lab's launcher acts on, progress.preempt_line)."""
+    if not schedule.due(view, steps_done, now):
+        return
+    node = spot_node_to_interrupt(view, spot_nodes, (f.node for f in schedule.fired))
+    if node is None:
+        return
+    fired = schedule.fire(view, node, steps_done, now)
+    record({"t": now, "point": fired.point.text, "index": fired.index, "group": fired.group,
+            "node_id": node, "steps_done": fired.steps_done})
+    say(preempt_line(fired.index + 1, len(schedule.points), fired.point.text, node,
+                     fired.group, fired.steps_done))

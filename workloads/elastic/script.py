@@ -4,15 +4,18 @@ every worker from the files shipped with the code (never pickled from the driver
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
 from workloads.common.user_code import local_path, parsed, place, top_level_names
 
-__all__ = ["ScriptError", "check_script", "load_function", "local_path", "place"]
+__all__ = ["ScriptError", "ShippedScript", "check_script", "load_function", "local_path",
+           "place", "run_training_function"]
 
 MODULE_NAME = "spotburst_elastic_script"
 
@@ -50,3 +53,35 @@ def load_function(script: Path, working_dir: Path | None, function: str,
     if not callable(found):
         raise ScriptError(f"--function: {function} in {script} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+def run_training_function(script: Path, working_dir: Path | None, function: str,
+                          argv: list[str], config: dict[str, Any]) -> Any:
+    """Load the script's training function and call it as Ray Train does: with the config
+    when it takes an argument, else without."""
+    found = load_function(script, working_dir, function, argv)
+    takes_config = any(
+        p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p in inspect.signature(found).parameters.values())
+    return found(config) if takes_config else found()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShippedScript:
+    """What the driver tells every worker of both modes (a Ray Train worker, a replica group):
+    the run's ledger, the script and its folder among the files shipped with the job, its
+    training function and argv, how often the node's notice is polled."""
+
+    ledger: str
+    script: dict[str, str]
+    working_dir: dict[str, str] | None
+    function: str
+    argv: list[str]
+    notice_poll: float
+
+    def run(self, config: dict[str, Any]) -> Any:
+        """The script's training function, called here as Ray Train calls it."""
+        folder = local_path(self.working_dir) if self.working_dir else None
+        return run_training_function(local_path(self.script), folder, self.function,
+                                     self.argv, config)

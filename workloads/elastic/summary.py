@@ -49,13 +49,7 @@ def summarize(record: dict[str, Any], started: float, ended: float, metric: str 
         + sum(1 for f in failures if f["cause"] == "preemption"),
         "restarts": restarts,
         "start_failures": failures,
-        "notices": len(notices),
-        "notices_honoured": sum(1 for n in notices if n["honoured"]),
-        "notices_during_startup": sum(1 for n in notices if n["during_startup"]),
-        "notice_details": notices,
-        "checkpoints": dict(Counter(r["reason"] for r in record["reports"]
-                                    if r.get("checkpoint"))),
-        "checkpoints_committed": sum(1 for c in commits if c.get("checkpoint")),
+        **notices_and_checkpoints(notices, record),
         "rescales": [{"t": r["t"], "cause": r["cause"], "workers_before": r["workers_before"],
                       "workers_after": r["workers_after"]}
                      for r in restarts if r["workers_before"] != r["workers_after"]],
@@ -74,6 +68,22 @@ def summarize(record: dict[str, Any], started: float, ended: float, metric: str 
         "started_at": started,
         "ended_at": ended,
         "wall_time_s": ended - started,
+    }
+
+
+def notices_and_checkpoints(notices: list[dict[str, Any]], record: dict[str, Any]
+                            ) -> dict[str, Any]:
+    """The summary's notice counts (from each notice's detail) and its checkpoints, by the
+    reason they were reported and committed."""
+    return {
+        "notices": len(notices),
+        "notices_honoured": sum(1 for n in notices if n["honoured"]),
+        "notices_during_startup": sum(1 for n in notices if n["during_startup"]),
+        "notice_details": notices,
+        "checkpoints": dict(Counter(r["reason"] for r in record["reports"]
+                                    if r.get("checkpoint"))),
+        "checkpoints_committed": sum(1 for c in record.get("commits", [])
+                                     if c.get("checkpoint")),
     }
 
 
@@ -229,3 +239,110 @@ def _restart(record: dict[str, Any], attempt: dict[str, Any], previous: dict[str
         "lost_steps": max(0, last_done + 1 - resumed),
         "time_to_resume_s": (after[0]["t"] - min(stopped)) if after else None,
     }
+
+
+def summarize_replicas(record: dict[str, Any], started: float, ended: float,
+                       metric: str | None = None, failed: bool = False) -> dict[str, Any]:
+    """Survivor mode's headline (workloads/elastic/replicas.py): a step is a torchft step (the
+    `step` a group reports); it is computed again when one group reports it twice (a step
+    that did not commit) or when a new generation of groups (every group lost at once,
+    resumed from the checkpoint) reaches it again."""
+    steps = sorted(record["steps"], key=lambda s: s["t"])
+    joins = [r for r in record["resizes"] if r.get("event") == "join"]
+    leaves = [r for r in record["resizes"] if r.get("event") == "leave"]
+    generation = {j["replica_group"]: j.get("generation", 0) for j in joins}
+    counts: dict[int, dict[int, Counter[int]]] = defaultdict(lambda: defaultdict(Counter))
+    for row in steps:
+        counts[row["step"]][generation.get(row["replica_group"], 0)][row["replica_group"]] += 1
+    executions = {step: sum(max(groups.values()) for groups in by_generation.values())
+                  for step, by_generation in counts.items()}
+    notices: dict[int, float] = {}
+    for row in sorted(record["notices"], key=lambda n: n["t"]):
+        notices.setdefault(row["replica_group"], row["t"])
+    preempted = [leave for leave in leaves if leave["cause"] in ("left", "lost")]
+    stepped = {row["replica_group"] for row in steps}
+    details = []
+    for leave in preempted:
+        group = leave["replica_group"]
+        noticed = notices.get(group)
+        if leave["cause"] == "left":
+            honoured, why = True, "left after its step was committed"
+        elif group not in stepped:
+            honoured, why = True, "lost before its first step: nothing of its own computed"
+        else:
+            honoured, why = False, "lost with its node before it left"
+        details.append({"replica_group": group, "t": (noticed or leave["t"]) - started,
+                        "during_startup": group not in stepped, "honoured": honoured,
+                        "why": why})
+    final = next(({k: v for k, v in row.items() if k not in METRIC_SKIP | REPLICA_FIELDS}
+                  for row in reversed(steps)), {})
+    done = set(executions)
+    return {
+        "mode": "torchft",
+        "total_steps": record.get("total_steps"),
+        "step_unit": "step",
+        "steps_done": len(done),
+        "step_executions": sum(executions.values()),
+        "completed": not failed and bool(done),
+        "lost_steps": sum(count - 1 for count in executions.values()),
+        "preemptions": len(preempted),
+        "replacements": [replacement(leave, notices, joins, steps, started, ended)
+                         for leave in preempted],
+        "replica_groups_started": len(joins),
+        "resumed_from_checkpoint": sum(1 for j in joins if j.get("resumed_from")),
+        "start_failures": [],
+        "restarts": [],
+        **notices_and_checkpoints(details, record),
+        "rescales": [],
+        "worker_counts": replica_counts(joins, leaves, started),
+        "preemption_schedule": [{**row, "t": row["t"] - started}
+                                for row in record.get("schedule", [])],
+        "hints": [],
+        "metric": metric or first_metric(record),
+        "final_metrics": final,
+        "started_at": started,
+        "ended_at": ended,
+        "wall_time_s": ended - started,
+    }
+
+
+REPLICA_FIELDS = {"replica_group", "slot", "index", "steps_covered"}
+
+
+def replacement(leave: dict[str, Any], notices: dict[int, float], joins: list[dict[str, Any]],
+                steps: list[dict[str, Any]], started: float, ended: float) -> dict[str, Any]:
+    """One preemption in survivor mode: the group and its notice, when it left, the group that
+    took its slot (when a node came back) and its first step, and the steps the other groups
+    committed in between."""
+    group = leave["replica_group"]
+    noticed = notices.get(group, leave["t"])
+    after = next((j for j in joins if j["slot"] == leave["slot"] and j["t"] >= leave["t"]), None)
+    first = None
+    if after is not None:
+        first = next((s["t"] for s in steps if s["replica_group"] == after["replica_group"]),
+                     None)
+    until = first if first is not None else ended
+    survivors = {s["step"] for s in steps if s["replica_group"] != group
+                 and (after is None or s["replica_group"] != after["replica_group"])
+                 and noticed < s["t"] <= until}
+    return {
+        "replica_group": group, "slot": leave["slot"], "node_id": leave["node_id"],
+        "cause": leave["cause"],
+        "notice_t": noticed - started, "leave_t": leave["t"] - started,
+        "replacement_group": None if after is None else after["replica_group"],
+        "node_joined_t": None if after is None else after["node_seen"] - started,
+        "join_t": None if after is None else after["t"] - started,
+        "rejoin_t": None if first is None else first - started,
+        "survivor_steps": len(survivors),
+    }
+
+
+def replica_counts(joins: list[dict[str, Any]], leaves: list[dict[str, Any]],
+                   started: float) -> list[dict[str, Any]]:
+    """Replica groups up over time: one row per join and leave."""
+    events = sorted([(j["t"], 1) for j in joins] + [(leave["t"], -1) for leave in leaves])
+    rows, count = [], 0
+    for t, change in events:
+        count += change
+        rows.append({"t": t - started, "workers": count})
+    return rows

@@ -27,7 +27,6 @@ makes, so the script's own `ray.train.report(checkpoint=...)` is the checkpoint.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import sys
 import threading
@@ -44,7 +43,7 @@ import ray.train.collective
 from workloads.common import ray_private
 from workloads.common.ray_private import TrainContextCallback
 from workloads.common.spot_notice import NoticeError, NoticeWatcher, SpotNotice
-from workloads.elastic.script import load_function, local_path
+from workloads.elastic.script import ShippedScript
 
 RESIZE_HOLD_MARGIN_S = 10.0
 NOTICE_TIMEOUT_S = 1.0
@@ -96,19 +95,13 @@ def quiet_handoffs() -> None:
         TRAINING_ERROR_LOGGER.addFilter(HandoffLogFilter())
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings(ShippedScript):
     """What the driver tells every worker about the run (travels with the entry function)."""
 
-    ledger: str
-    script: dict[str, str]
-    working_dir: dict[str, str] | None
-    function: str
-    argv: list[str]
     checkpoint_every: int
     checkpoint_timeout: float
     on_notice: str
-    notice_poll: float
     cluster_rescale_timeout: float
     min_workers: int
     max_workers: int
@@ -132,15 +125,8 @@ def train_entry(settings: WorkerSettings, config: dict[str, Any]) -> Any:
         run.begin()
         if run.notice_before_first_step():
             raise NoticeHandoff(f"notice before group {run.attempt}'s first step")
-        script = local_path(settings.script)
-        folder = local_path(settings.working_dir) if settings.working_dir else None
-        function = load_function(script, folder, settings.function, settings.argv)
-        takes_config = any(
-            p.default is inspect.Parameter.empty
-            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            for p in inspect.signature(function).parameters.values())
         try:
-            return function(config) if takes_config else function()
+            return settings.run(config)
         except Exception as error:
             run.hint(error)
             raise
