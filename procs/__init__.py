@@ -46,6 +46,8 @@ def spawn(
     added to this process's environment. In a new session by default, so a terminal's
     Ctrl-C reaches only the owner, who then stops it by PID."""
     full_env = {**os.environ, **(env or {})}
+    if MARKER_ENV in full_env:
+        full_env.update(KEEP_ENVIRON_READABLE)
     if log_path is None:
         return subprocess.Popen(
             argv,
@@ -250,6 +252,14 @@ def start_time(pid: int) -> int | None:
 MARKER_ENV = "SPOTBURST_LAB"
 """The environment variable that marks a lab's processes: `<lab id>` or `<lab id>/<part>`
 (Ray passes a node's environment on to its daemons and workers)."""
+
+
+KEEP_ENVIRON_READABLE = {"SPT_NOENV": "1"}
+"""For a marked process: Ray's processes (its agents, its workers) name themselves with
+setproctitle, which by default writes the title over the memory that /proc/PID/environ
+shows, so the marker of such a process could be read as zeros (found in a lab whose head's
+agents were left running). SPT_NOENV keeps the environment and limits a title to the
+length of the process's own argv, which Ray's long command lines leave room for."""
 
 
 def marker_of(pid: int) -> str | None:

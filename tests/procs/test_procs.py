@@ -17,6 +17,7 @@ from procs import (
     is_alive,
     log_gist,
     marked_pids,
+    marker_of,
     running,
     spawn,
     start_time,
@@ -243,3 +244,25 @@ def test_follow_kills_a_process_its_caller_calls_stalled_and_returns_its_end() -
     code, lines = follow([PY, "-c", script], seen.append, timeout_s=600,
                          name="stalling", stalled=lambda: seen == ["one"])
     assert lines == ["one"] and code == -signal.SIGKILL  # killed, not timed out
+
+
+def test_a_marked_process_that_renames_itself_keeps_its_marker_readable() -> None:
+    """Ray's agents and workers set their titles with setproctitle, which by default writes
+    over the memory /proc/PID/environ shows: a process started by spawn keeps its marker."""
+    pytest.importorskip("setproctitle")
+    renames = [PY, "-c", "import setproctitle, time; setproctitle.setproctitle('ray::' + "
+               "'x' * 8192); print('up', flush=True); time.sleep(600)"]
+    plain_env = {key: value for key, value in os.environ.items()
+                 if key not in (MARKER_ENV, "SPT_NOENV")}
+    unprotected = subprocess.Popen(renames, env={**plain_env, MARKER_ENV: "lab6"},
+                                   stdout=subprocess.PIPE, text=True)
+    ours = spawn(renames, env={MARKER_ENV: "lab7"})
+    try:
+        for process in (unprotected, ours):
+            wait_for_line(process, "up", timeout_s=30, name="renamer")
+        assert marker_of(unprotected.pid) is None  # what setproctitle does without SPT_NOENV
+        assert marker_of(ours.pid) == "lab7"
+        assert marked_pids("lab7") == {ours.pid}
+    finally:
+        for process in (unprotected, ours):
+            stop(process)

@@ -61,9 +61,15 @@ def test_a_head_killed_with_sigkill_leaves_no_process_of_its_node(state_dir: Pat
     try:
         marker = node_marker(lab.lab_id, "head")
         head = next(node for node in lab.nodes() if node["name"] == "head")
-        node_pids = procs.marked_pids(marker)
-        titles = {command_line(pid) for pid in node_pids}
-        assert all(any(title.startswith(agent) for title in titles) for agent in AGENTS), titles
+        # the raylet starts its agents after the node registered: wait until both carry
+        # their titles, so the kill below is of a head that has all of them
+        def agents_up() -> set[int] | None:
+            pids = procs.marked_pids(marker)
+            titles = {command_line(pid) for pid in pids}
+            return pids if all(any(title.startswith(agent) for title in titles)
+                               for agent in AGENTS) else None
+
+        node_pids = wait_until(agents_up, 60, "the head's agents up")
         assert head["pid"] in node_pids
         processes = {pid: procs.start_time(pid) for pid in node_pids}
         os.kill(head["pid"], signal.SIGKILL)

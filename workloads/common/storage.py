@@ -145,20 +145,23 @@ class LocalStorage:
         return descriptor
 
     def read_bytes(self, name: str) -> bytes:
-        with os.fdopen(self._open(name), "rb") as handle:
+        with open(self._open(name), "rb") as handle:
             return handle.read()
 
     def read_chunks(self, name: str, limit: int) -> Iterator[bytes]:
-        with os.fdopen(self._open(name), "rb") as handle:
+        with open(self._open(name), "rb") as handle:
             yield from bounded(iter(lambda: handle.read(CHUNK_BYTES), b""), name, limit)
 
     def names(self) -> list[str]:
-        if not self.root.exists():
-            return []
-        return sorted(
-            p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-            if not p.is_symlink() and p.is_file() and not is_scratch(p)
-        )
+        """Every plain file, as it stands while the walk passes; a folder removed meanwhile
+        (a dropped run's files going) is skipped, never an error."""
+        found = []
+        for folder, _, files in os.walk(self.root):  # os.walk skips what vanished
+            for file_name in files:
+                path = Path(folder, file_name)
+                if not path.is_symlink() and path.is_file() and not is_scratch(path):
+                    found.append(path.relative_to(self.root).as_posix())
+        return sorted(found)
 
     def size(self, name: str) -> int:
         descriptor = self._open(name)
