@@ -62,7 +62,9 @@ LONGEST_FIRST = ("tests/acceptance/test_rl.py", "tests/workloads/test_elastic_sc
                  "tests/acceptance/test_rl_own_env.py",
                  "tests/acceptance/test_inference.py", "tests/acceptance/test_burst.py",
                  "tests/acceptance/test_doll.py", "tests/acceptance/test_elastic.py",
-                 "tests/launch/test_bare_head.py", "tests/workloads/test_rl_lab.py")
+                 "tests/launch/test_bare_head.py", "tests/workloads/test_rl_lab.py",
+                 "tests/acceptance/test_doll_sim.py", "tests/workloads/test_inference_service.py",
+                 "tests/acceptance/test_elastic_torchft.py", "tests/launch/test_bad_peers.py")
 """Files that take minutes, longest first (CI's --durations): collected first, and `invoke
 test` keeps the collection order (xdist's --no-loadscope-reorder; by default it hands out the
 files with the most tests first), so the two workers start on these and fill in with short
