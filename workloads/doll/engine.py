@@ -120,6 +120,11 @@ class Engine:
         self.capacity_rows: list[dict[str, Any]] = []
         self.record_capacity = True
         self.no_notices: tuple[float | None, ...] = (None,) * workers
+        self._constant_state = {  # the PolicyState fields that hold for the whole run
+            "workers": workers, "rates": self.rate_tuple, "deadline_s": self.deadline_s,
+            "batches_total": config.batches, "batch_size": config.batch_size,
+            "on_demand_price": config.on_demand_price,
+        }
         self.version = 0  # counts the grants: who may produce changed
         self._seen_version = -1
         self._billed_key: tuple[int, frozenset[int] | None] = (-1, None)
@@ -343,18 +348,17 @@ class Engine:
 
     def state(self, now: float, price_changed: bool, processed: int,
               observed: tuple[float, ...] | None) -> PolicyState:
-        config, reclaim = self.config, self.reclaim_at
+        reclaim = self.reclaim_at
         spot_up, spot = self._seen()
-        return PolicyState(
-            workers=config.workers,
-            rates=self.rate_tuple,
+        # A frozen dataclass's __init__ sets each field through object.__setattr__, the
+        # largest part of a decision's cost: the state is made from the fields that hold for
+        # the whole run instead (the same fields and values; still frozen for the policy).
+        state = object.__new__(PolicyState)
+        vars(state).update(
+            self._constant_state,
             time_s=now,
-            deadline_s=self.deadline_s,
             batches_done=processed,
-            batches_total=config.batches,
-            batch_size=config.batch_size,
             spot_price=self.price,
-            on_demand_price=config.on_demand_price,
             spot_capacity=self.capacity_now,
             spot_up=spot_up,
             spot=spot,
@@ -363,8 +367,9 @@ class Engine:
             spot_s=self.meter.spot_s,
             spot_up_s=self.meter.spot_up_s,
             notice_s=tuple(reclaim[i] - now if i in reclaim else None
-                           for i in range(config.workers)) if reclaim else self.no_notices,
+                           for i in range(self.config.workers)) if reclaim else self.no_notices,
         )
+        return state
 
     def _seen(self) -> tuple[tuple[bool, ...], frozenset[int]]:
         """spot_up and spot as a policy sees them (made again only after a grant)."""

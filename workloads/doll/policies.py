@@ -326,9 +326,16 @@ def load_policy_class(path: Path, class_name: str) -> type:
 
 def checked_spot_set(chosen: Any, workers: int) -> set[int]:
     """The decision as a set of worker indices, or ValueError saying what is wrong."""
-    if type(chosen) in (set, frozenset) and all(type(i) is int for i in chosen) \
+    kind = type(chosen)
+    if kind is range:  # its items are ints (never bools): only its ends need checking
+        if not chosen:
+            return set()
+        low, high = sorted((chosen[0], chosen[-1]))
+        if 0 <= low and high < workers:
+            return set(chosen)
+    elif kind in (set, frozenset, list, tuple) and all(type(i) is int for i in chosen) \
             and (not chosen or 0 <= min(chosen) and max(chosen) < workers):
-        return set(chosen)  # the common answer, checked at once
+        return set(chosen)  # the common answers, checked at once
     if isinstance(chosen, str | bytes) or not isinstance(chosen, Iterable):
         raise ValueError(f"decide returned {type(chosen).__name__}, not a collection of "
                          f"worker indices")
