@@ -163,6 +163,7 @@ class Simulation:
         self.engine = engine
         self.config = config
         self.prices = prices
+        self.prices_change = prices.loop_s > 0
         self.streams = Streams(engine.rates, config.batch_size, engine.stand_ins_on)
         self.needed = config.k * -(-config.batches // config.k)
         self.observed: tuple[float, ...] | None = None
@@ -177,7 +178,7 @@ class Simulation:
         engine.decide_here(0.0, False, 0, None)
         now, next_status, version, change = 0.0, 0.0, -1, math.inf
         while True:
-            price_changed = self._replay_prices(now) if self.prices.loop_s > 0 else False
+            price_changed = self._replay_prices(now) if self.prices_change else False
             engine.bill(now)
             self._step_schedule(now)
             scheduled = now >= next_status
@@ -233,7 +234,7 @@ class Simulation:
         following = change if engine.cant_be_late else min(change, next_status)
         if engine.price_changes:
             following = min(following, engine.price_changes[0][0])
-        elif self.prices.loop_s > 0:
+        elif self.prices_change:
             following = min(following, engine.prices_known_until)
         if engine.capacity is None:
             following = min(following, (self.ticks + 1) * config.refresh_s)
