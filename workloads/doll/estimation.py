@@ -11,9 +11,13 @@ def estimated_rates(
     """One λ̂ per worker from (arrivals, up seconds), None for a worker that did not answer.
     Homogeneous: everyone gets the pooled estimate. Otherwise a worker up long enough gets
     its own, the rest the pooled one. With no up time at all, the prior."""
-    answered = [s for s in stats if s is not None]
-    up_total = sum(up for _, up in answered)
-    pooled = sum(n for n, _ in answered) / up_total if up_total > 0 else prior
+    answered = [s for s in stats if s is not None] if None in stats else stats
+    pooled = prior
+    if answered:
+        arrivals, ups = zip(*answered, strict=True)  # summed in the same order, without a
+        up_total = sum(ups)  # generator's frames (the simulator asks at every decision)
+        if up_total > 0:
+            pooled = sum(arrivals) / up_total
     if homogeneous:
         return [pooled] * len(stats)
     return [

@@ -112,9 +112,8 @@ class Streams:
             self.enough_seen = sum(self.arrived) >= len(self.rates) * self.batch_size
             if not self.enough_seen:
                 return None
-        stats: list[tuple[int, float] | None] = [
-            (int(points), up) for points, up in zip(self.arrived, self.up_s, strict=True)
-        ]
+        stats: list[tuple[int, float] | None] = list(zip(map(int, self.arrived), self.up_s,
+                                                         strict=True))
         return tuple(estimated_rates(stats, homogeneous, prior))
 
 
@@ -242,10 +241,11 @@ class Simulation:
             if now >= self.capacity_event:
                 self.capacity_event = self._next_capacity_event(now)
             following = min(following, self.capacity_event)
-            notice_at = self.capacity_event - engine.warning_s
-            if engine.warning_s > 0 and notice_at > now:
-                following = min(following, notice_at)
-        return max(following, now + 1e-12)
+            if engine.warning_s > 0:
+                notice_at = self.capacity_event - engine.warning_s
+                if notice_at > now:
+                    following = min(following, notice_at)
+        return following if following > now + 1e-12 else now + 1e-12
 
     def _next_capacity_event(self, now: float) -> float:
         """The next tick where the count changes (every tick under Can't Be Late's rules,
