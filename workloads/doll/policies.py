@@ -224,8 +224,11 @@ class UniformProgress(Builtin):
         if not self.cheaper(state):
             return ()
         d = self.d
-        idle = idle_spot_workers(state)
-        if time_left(state) < work(state) / self.rate + 2 * d:
+        safety_net = time_left(state) < work(state) / self.rate + 2 * d
+        behind = state.batches_done < uniform_line(state, state.time_s)
+        # the idle workers matter only to the safety net and behind the line
+        idle = idle_spot_workers(state) if safety_net or behind else set()
+        if safety_net:
             self.for_good |= idle | self.on_demand
         self.on_demand -= self.for_good
         if self.on_demand and state.batches_done >= uniform_line(state, state.time_s + 2 * d):
@@ -235,7 +238,7 @@ class UniformProgress(Builtin):
                 free = state.spot_capacity - sum(1 for i in state.spot if state.spot_up[i])
                 back = back[:max(free, 0)]
             self.on_demand -= set(back)
-        if state.batches_done < uniform_line(state, state.time_s):
+        if behind:
             self.on_demand |= idle
         if not self.on_demand and not self.for_good:
             return self.everyone
