@@ -72,6 +72,19 @@ def test_the_state_a_policy_sees_is_the_dataclass_with_every_field() -> None:
         state.time_s = 2.0  # type: ignore[misc]
 
 
+def test_an_answer_given_again_is_taken_again_and_a_bad_one_still_fails() -> None:
+    engine = Engine("fallback", job(policies=("fallback",)), trace((4,)), 0)
+    engine.update_capacity(0.0)
+    everyone = frozenset(range(4))
+    for answer in (everyone, everyone, range(2), range(2), everyone):
+        engine.decided(0.0, answer)
+        assert engine.spot == set(answer)
+    with pytest.raises(PolicyFailed, match=r"decide returned worker 4, outside range\(4\)"):
+        engine.decided(0.0, range(5))
+    with pytest.raises(PolicyFailed, match="decide returned True, not a worker index"):
+        engine.decided(0.0, frozenset({True}))
+
+
 def test_on_demand_finishes_when_the_batches_do_and_pays_for_every_worker() -> None:
     # every worker makes a batch at 2, 4, 6 s: 10 batches need the third round
     outcome = replay("on-demand", job(), PRICES)

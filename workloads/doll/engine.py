@@ -130,6 +130,7 @@ class Engine:
         self._billed_key: tuple[int, frozenset[int] | None] = (-1, None)
         self._counts = (0, 0, 0, 0.0)
         self._seen_values: tuple[tuple[bool, ...], frozenset[int]] = ((), frozenset())
+        self._checked_answer: frozenset[int] | range | None = None
         self.next_ready = math.inf  # the earliest launch overhead still running ends then
         self._tick_now, self._tick = -math.inf, 0
 
@@ -382,10 +383,19 @@ class Engine:
         """Take the policy's answer (checked: PolicyFailed otherwise) as the spot workers,
         then who holds a spot instance under it."""
         self.decisions += 1
-        try:
-            spot = checked_spot_set(answer, self.config.workers)
-        except ValueError as error:
-            raise PolicyFailed(self.failure(now, str(error))) from None
+        # an immutable answer checked last time (the same frozenset, or a range equal to it:
+        # a range holds ints only) is not checked again
+        checked = self._checked_answer
+        if checked is not None and (answer is checked
+                                    or type(answer) is range and answer == checked):
+            spot = set(checked)
+        else:
+            try:
+                spot = checked_spot_set(answer, self.config.workers)
+            except ValueError as error:
+                raise PolicyFailed(self.failure(now, str(error))) from None
+            if type(answer) in (frozenset, range):
+                self._checked_answer = answer
         if self.capacity is not None:
             self.decided_tick = self.tick(now)
         self.availability_changed = False
