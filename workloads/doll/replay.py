@@ -28,7 +28,7 @@ from typing import Any
 from workloads.common.spot_market.capacity import CapacityTrace, TraceEnded
 from workloads.common.spot_market.trace import PriceTrace, TraceReplay
 from workloads.doll.engine import Engine, PolicyFailed
-from workloads.doll.estimation import estimated_rates
+from workloads.doll.estimation import rates_of_all
 from workloads.doll.options import DollJob
 from workloads.doll.policies import policy_name
 
@@ -112,9 +112,8 @@ class Streams:
             self.enough_seen = sum(self.arrived) >= len(self.rates) * self.batch_size
             if not self.enough_seen:
                 return None
-        stats: list[tuple[int, float] | None] = list(zip(map(int, self.arrived), self.up_s,
-                                                         strict=True))
-        return tuple(estimated_rates(stats, homogeneous, prior))
+        arrivals = [int(points) for points in self.arrived]
+        return tuple(rates_of_all(arrivals, self.up_s, homogeneous, prior))
 
 
 class PolicyTimeLimit(BaseException):
