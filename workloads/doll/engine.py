@@ -352,24 +352,25 @@ class Engine:
         reclaim = self.reclaim_at
         spot_up, spot = self._seen()
         # A frozen dataclass's __init__ sets each field through object.__setattr__, the
-        # largest part of a decision's cost: the state is made from the fields that hold for
-        # the whole run instead (the same fields and values; still frozen for the policy).
+        # largest part of a decision's cost: the instance's dict is filled directly instead,
+        # from the fields that hold for the whole run and then those that change (the same
+        # fields and values; still frozen for the policy).
         state = object.__new__(PolicyState)
-        vars(state).update(
-            self._constant_state,
-            time_s=now,
-            batches_done=processed,
-            spot_price=self.price,
-            spot_capacity=self.capacity_now,
-            spot_up=spot_up,
-            spot=spot,
-            price_changed=price_changed,
-            observed_rates=observed,
-            spot_s=self.meter.spot_s,
-            spot_up_s=self.meter.spot_up_s,
-            notice_s=tuple(reclaim[i] - now if i in reclaim else None
-                           for i in range(self.config.workers)) if reclaim else self.no_notices,
-        )
+        values = vars(state)
+        values.update(self._constant_state)
+        values["time_s"] = now
+        values["batches_done"] = processed
+        values["spot_price"] = self.price
+        values["spot_capacity"] = self.capacity_now
+        values["spot_up"] = spot_up
+        values["spot"] = spot
+        values["price_changed"] = price_changed
+        values["observed_rates"] = observed
+        values["spot_s"] = self.meter.spot_s
+        values["spot_up_s"] = self.meter.spot_up_s
+        values["notice_s"] = tuple(reclaim[i] - now if i in reclaim else None
+                                   for i in range(self.config.workers)) \
+            if reclaim else self.no_notices
         return state
 
     def _seen(self) -> tuple[tuple[bool, ...], frozenset[int]]:

@@ -336,9 +336,9 @@ def checked_spot_set(chosen: Any, workers: int) -> set[int]:
         low, high = sorted((chosen[0], chosen[-1]))
         if 0 <= low and high < workers:
             return set(chosen)
-    elif kind in (set, frozenset, list, tuple) and all(type(i) is int for i in chosen) \
+    elif kind in (set, frozenset, list, tuple) and {int}.issuperset(map(type, chosen)) \
             and (not chosen or 0 <= min(chosen) and max(chosen) < workers):
-        return set(chosen)  # the common answers, checked at once
+        return set(chosen)  # the common answers, plain ints (no bools), checked at once
     if isinstance(chosen, str | bytes) or not isinstance(chosen, Iterable):
         raise ValueError(f"decide returned {type(chosen).__name__}, not a collection of "
                          f"worker indices")
