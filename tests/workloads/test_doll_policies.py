@@ -19,6 +19,7 @@ from workloads.doll.policies import (
     PolicyFileError,
     PolicyState,
     UniformProgress,
+    checked_spot_set,
     make_policy,
     policy_name,
 )
@@ -120,6 +121,29 @@ def test_a_user_policy_decides_like_a_built_in(tmp_path: Path) -> None:
     assert run.name == "Mine"
     asyncio.run(run._decide(0.0, False))
     assert run.spot == {0, 3}
+
+
+@pytest.mark.parametrize(
+    ("answer", "spot"),
+    [(range(4), {0, 1, 2, 3}), (range(3, 0, -2), {1, 3}), (range(0), set()), ([2, 0], {0, 2}),
+     ((1,), {1}), (frozenset({3}), {3}), ([], set()), (iter([1, 1]), {1})],
+)
+def test_an_answer_is_any_collection_of_worker_indices(answer: Any, spot: set[int]) -> None:
+    assert checked_spot_set(answer, 4) == spot
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [(range(5), r"decide returned worker 4, outside range\(4\)"),
+     (range(-1, 2), r"decide returned worker -1, outside range\(4\)"),
+     ([0, True], "decide returned True, not a worker index"),
+     ((1, 2.0), "decide returned 2.0, not a worker index"),
+     ({0, 7}, r"decide returned worker 7, outside range\(4\)"),
+     (3, "decide returned int, not a collection of worker indices")],
+)
+def test_an_answer_that_is_not_worker_indices_is_refused(answer: Any, reason: str) -> None:
+    with pytest.raises(ValueError, match=f"^{reason}$"):
+        checked_spot_set(answer, 4)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ failed rows kept to their policy, and intervals that count overlapping windows o
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from workloads.common.spot_market.preemption import MarkovAvailability
 from workloads.common.spot_market.trace import fixed_price
 from workloads.doll.engine import Engine, Lookahead, PolicyFailed
 from workloads.doll.options import SimOptions
+from workloads.doll.policies import PolicyState
 from workloads.doll.policy_run import PolicyRun
 from workloads.doll.replay import replay
 from workloads.doll.sim import batch_means_interval, batches_of, simulate
@@ -55,6 +56,33 @@ def test_the_lab_and_the_simulator_run_one_engine() -> None:
     assert issubclass(PolicyRun, Engine)
     outcome = replay("fallback", job(policies=("fallback",)), PRICES)
     assert type(outcome.engine) is Engine and outcome.engine.name == "fallback"
+
+
+def test_the_state_a_policy_sees_is_the_dataclass_with_every_field() -> None:
+    engine = Engine("fallback", job(policies=("fallback",)), trace((3, 2, 4)), 0)
+    engine.update_capacity(0.0)
+    engine.decided(0.0, range(4))
+    state = engine.state(1.5, True, 3, (1.0, 1.0, 1.0, 1.0))
+    names = [field.name for field in fields(PolicyState)]
+    assert sorted(vars(state)) == sorted(names)
+    assert state == PolicyState(**{name: getattr(state, name) for name in names})
+    assert (state.time_s, state.batches_done, state.spot_capacity, state.spot) == \
+        (1.5, 3, 3, frozenset(range(4)))
+    with pytest.raises(FrozenInstanceError):
+        state.time_s = 2.0  # type: ignore[misc]
+
+
+def test_an_answer_given_again_is_taken_again_and_a_bad_one_still_fails() -> None:
+    engine = Engine("fallback", job(policies=("fallback",)), trace((4,)), 0)
+    engine.update_capacity(0.0)
+    everyone = frozenset(range(4))
+    for answer in (everyone, everyone, range(2), range(2), everyone):
+        engine.decided(0.0, answer)
+        assert engine.spot == set(answer)
+    with pytest.raises(PolicyFailed, match=r"decide returned worker 4, outside range\(4\)"):
+        engine.decided(0.0, range(5))
+    with pytest.raises(PolicyFailed, match="decide returned True, not a worker index"):
+        engine.decided(0.0, frozenset({True}))
 
 
 def test_on_demand_finishes_when_the_batches_do_and_pays_for_every_worker() -> None:

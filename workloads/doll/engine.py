@@ -120,11 +120,17 @@ class Engine:
         self.capacity_rows: list[dict[str, Any]] = []
         self.record_capacity = True
         self.no_notices: tuple[float | None, ...] = (None,) * workers
+        self._constant_state = {  # the PolicyState fields that hold for the whole run
+            "workers": workers, "rates": self.rate_tuple, "deadline_s": self.deadline_s,
+            "batches_total": config.batches, "batch_size": config.batch_size,
+            "on_demand_price": config.on_demand_price,
+        }
         self.version = 0  # counts the grants: who may produce changed
         self._seen_version = -1
         self._billed_key: tuple[int, frozenset[int] | None] = (-1, None)
         self._counts = (0, 0, 0, 0.0)
         self._seen_values: tuple[tuple[bool, ...], frozenset[int]] = ((), frozenset())
+        self._checked_answer: frozenset[int] | range | None = None
         self.next_ready = math.inf  # the earliest launch overhead still running ends then
         self._tick_now, self._tick = -math.inf, 0
 
@@ -343,28 +349,29 @@ class Engine:
 
     def state(self, now: float, price_changed: bool, processed: int,
               observed: tuple[float, ...] | None) -> PolicyState:
-        config, reclaim = self.config, self.reclaim_at
+        reclaim = self.reclaim_at
         spot_up, spot = self._seen()
-        return PolicyState(
-            workers=config.workers,
-            rates=self.rate_tuple,
-            time_s=now,
-            deadline_s=self.deadline_s,
-            batches_done=processed,
-            batches_total=config.batches,
-            batch_size=config.batch_size,
-            spot_price=self.price,
-            on_demand_price=config.on_demand_price,
-            spot_capacity=self.capacity_now,
-            spot_up=spot_up,
-            spot=spot,
-            price_changed=price_changed,
-            observed_rates=observed,
-            spot_s=self.meter.spot_s,
-            spot_up_s=self.meter.spot_up_s,
-            notice_s=tuple(reclaim[i] - now if i in reclaim else None
-                           for i in range(config.workers)) if reclaim else self.no_notices,
-        )
+        # A frozen dataclass's __init__ sets each field through object.__setattr__, the
+        # largest part of a decision's cost: the instance's dict is filled directly instead,
+        # from the fields that hold for the whole run and then those that change (the same
+        # fields and values; still frozen for the policy).
+        state = object.__new__(PolicyState)
+        values = vars(state)
+        values.update(self._constant_state)
+        values["time_s"] = now
+        values["batches_done"] = processed
+        values["spot_price"] = self.price
+        values["spot_capacity"] = self.capacity_now
+        values["spot_up"] = spot_up
+        values["spot"] = spot
+        values["price_changed"] = price_changed
+        values["observed_rates"] = observed
+        values["spot_s"] = self.meter.spot_s
+        values["spot_up_s"] = self.meter.spot_up_s
+        values["notice_s"] = tuple(reclaim[i] - now if i in reclaim else None
+                                   for i in range(self.config.workers)) \
+            if reclaim else self.no_notices
+        return state
 
     def _seen(self) -> tuple[tuple[bool, ...], frozenset[int]]:
         """spot_up and spot as a policy sees them (made again only after a grant)."""
@@ -377,10 +384,19 @@ class Engine:
         """Take the policy's answer (checked: PolicyFailed otherwise) as the spot workers,
         then who holds a spot instance under it."""
         self.decisions += 1
-        try:
-            spot = checked_spot_set(answer, self.config.workers)
-        except ValueError as error:
-            raise PolicyFailed(self.failure(now, str(error))) from None
+        # an immutable answer checked last time (the same frozenset, or a range equal to it:
+        # a range holds ints only) is not checked again
+        checked = self._checked_answer
+        if checked is not None and (answer is checked
+                                    or type(answer) is range and answer == checked):
+            spot = set(checked)
+        else:
+            try:
+                spot = checked_spot_set(answer, self.config.workers)
+            except ValueError as error:
+                raise PolicyFailed(self.failure(now, str(error))) from None
+            if type(answer) in (frozenset, range):
+                self._checked_answer = answer
         if self.capacity is not None:
             self.decided_tick = self.tick(now)
         self.availability_changed = False

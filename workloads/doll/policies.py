@@ -224,8 +224,11 @@ class UniformProgress(Builtin):
         if not self.cheaper(state):
             return ()
         d = self.d
-        idle = idle_spot_workers(state)
-        if time_left(state) < work(state) / self.rate + 2 * d:
+        safety_net = time_left(state) < work(state) / self.rate + 2 * d
+        behind = state.batches_done < uniform_line(state, state.time_s)
+        # the idle workers matter only to the safety net and behind the line
+        idle = idle_spot_workers(state) if safety_net or behind else set()
+        if safety_net:
             self.for_good |= idle | self.on_demand
         self.on_demand -= self.for_good
         if self.on_demand and state.batches_done >= uniform_line(state, state.time_s + 2 * d):
@@ -235,7 +238,7 @@ class UniformProgress(Builtin):
                 free = state.spot_capacity - sum(1 for i in state.spot if state.spot_up[i])
                 back = back[:max(free, 0)]
             self.on_demand -= set(back)
-        if state.batches_done < uniform_line(state, state.time_s):
+        if behind:
             self.on_demand |= idle
         if not self.on_demand and not self.for_good:
             return self.everyone
@@ -326,9 +329,16 @@ def load_policy_class(path: Path, class_name: str) -> type:
 
 def checked_spot_set(chosen: Any, workers: int) -> set[int]:
     """The decision as a set of worker indices, or ValueError saying what is wrong."""
-    if type(chosen) in (set, frozenset) and all(type(i) is int for i in chosen) \
+    kind = type(chosen)
+    if kind is range:  # its items are ints (never bools): only its ends need checking
+        if not chosen:
+            return set()
+        low, high = sorted((chosen[0], chosen[-1]))
+        if 0 <= low and high < workers:
+            return set(chosen)
+    elif kind in (set, frozenset, list, tuple) and {int}.issuperset(map(type, chosen)) \
             and (not chosen or 0 <= min(chosen) and max(chosen) < workers):
-        return set(chosen)  # the common answer, checked at once
+        return set(chosen)  # the common answers, plain ints (no bools), checked at once
     if isinstance(chosen, str | bytes) or not isinstance(chosen, Iterable):
         raise ValueError(f"decide returned {type(chosen).__name__}, not a collection of "
                          f"worker indices")

@@ -28,7 +28,7 @@ from typing import Any
 from workloads.common.spot_market.capacity import CapacityTrace, TraceEnded
 from workloads.common.spot_market.trace import PriceTrace, TraceReplay
 from workloads.doll.engine import Engine, PolicyFailed
-from workloads.doll.estimation import estimated_rates
+from workloads.doll.estimation import rates_of_all
 from workloads.doll.options import DollJob
 from workloads.doll.policies import policy_name
 
@@ -112,10 +112,8 @@ class Streams:
             self.enough_seen = sum(self.arrived) >= len(self.rates) * self.batch_size
             if not self.enough_seen:
                 return None
-        stats: list[tuple[int, float] | None] = [
-            (int(points), up) for points, up in zip(self.arrived, self.up_s, strict=True)
-        ]
-        return tuple(estimated_rates(stats, homogeneous, prior))
+        arrivals = [int(points) for points in self.arrived]
+        return tuple(rates_of_all(arrivals, self.up_s, homogeneous, prior))
 
 
 class PolicyTimeLimit(BaseException):
@@ -163,6 +161,7 @@ class Simulation:
         self.engine = engine
         self.config = config
         self.prices = prices
+        self.prices_change = prices.loop_s > 0
         self.streams = Streams(engine.rates, config.batch_size, engine.stand_ins_on)
         self.needed = config.k * -(-config.batches // config.k)
         self.observed: tuple[float, ...] | None = None
@@ -177,7 +176,7 @@ class Simulation:
         engine.decide_here(0.0, False, 0, None)
         now, next_status, version, change = 0.0, 0.0, -1, math.inf
         while True:
-            price_changed = self._replay_prices(now) if self.prices.loop_s > 0 else False
+            price_changed = self._replay_prices(now) if self.prices_change else False
             engine.bill(now)
             self._step_schedule(now)
             scheduled = now >= next_status
@@ -233,7 +232,7 @@ class Simulation:
         following = change if engine.cant_be_late else min(change, next_status)
         if engine.price_changes:
             following = min(following, engine.price_changes[0][0])
-        elif self.prices.loop_s > 0:
+        elif self.prices_change:
             following = min(following, engine.prices_known_until)
         if engine.capacity is None:
             following = min(following, (self.ticks + 1) * config.refresh_s)
@@ -241,10 +240,11 @@ class Simulation:
             if now >= self.capacity_event:
                 self.capacity_event = self._next_capacity_event(now)
             following = min(following, self.capacity_event)
-            notice_at = self.capacity_event - engine.warning_s
-            if engine.warning_s > 0 and notice_at > now:
-                following = min(following, notice_at)
-        return max(following, now + 1e-12)
+            if engine.warning_s > 0:
+                notice_at = self.capacity_event - engine.warning_s
+                if notice_at > now:
+                    following = min(following, notice_at)
+        return following if following > now + 1e-12 else now + 1e-12
 
     def _next_capacity_event(self, now: float) -> float:
         """The next tick where the count changes (every tick under Can't Be Late's rules,

@@ -37,7 +37,7 @@ class Meter:
     ) -> None:
         """Charge (billed_to, until] at these counts and spot price, constant over it.
         Times are seconds on any clock the caller keeps; an empty or past interval is a no-op."""
-        if min(on_demand, spot, spot_up) < 0 or spot_up > spot:
+        if on_demand < 0 or spot_up < 0 or spot_up > spot:  # spot >= spot_up >= 0
             raise ValueError(f"counts must be >= 0 with spot_up <= spot, got on_demand="
                              f"{on_demand}, spot={spot}, spot_up={spot_up}")
         span = until - self.billed_to

@@ -131,11 +131,13 @@ class CapacityReplay:
         return self.capacity_of_tick(self.tick_at(wall_s))
 
     def capacity_of_tick(self, tick: int) -> int:
-        index = self.start + tick
-        if not self.loop and index >= len(self.trace.counts):
-            raise TraceEnded(f"the capacity trace {self.trace.file.name} ended (tick "
-                             f"{len(self.trace.counts)}) before the work was done")
-        return self.trace.counts[index % len(self.trace.counts)]
+        index, counts = self.start + tick, self.trace.counts
+        if index >= len(counts):
+            if not self.loop:
+                raise TraceEnded(f"the capacity trace {self.trace.file.name} ended (tick "
+                                 f"{len(counts)}) before the work was done")
+            index %= len(counts)
+        return counts[index]
 
     def tick_start(self, tick: int) -> float:
         """Where tick `tick` (counted from the start) begins on the wall clock."""
