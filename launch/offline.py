@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 from pulumi import Resource
 from pulumi.runtime import mocks, rpc
+from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -177,20 +178,21 @@ class _RecordingMonitor(mocks.MockMonitor):
 
 def _mocked_monitor(raw_config: dict[str, str], stack: str, region: str) -> _RecordingMonitor:
     _patch_for_mocks()
-    _ensure_event_loop()
+    _fresh_run()
     monitor = _RecordingMonitor(_CloudMocks(region))
     mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(raw_config)
     return monitor
 
 
-def _ensure_event_loop() -> None:
-    """Pulumi's runtime runs on the thread's current event loop; an `asyncio.run` earlier in
-    this process (a Ray Job client, a workload) leaves none set, and asking then raises."""
-    try:
-        asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:
-        asyncio.set_event_loop(asyncio.new_event_loop())
+def _fresh_run() -> None:
+    """Each mocked run on an event loop of its own and under a new root stack: Pulumi keeps
+    its root resource for the process, so a later run in the same process (a test session,
+    an earlier run that stopped half-way, an `asyncio.run` in between that left no loop) would
+    otherwise wait on futures of an earlier run that may never resolve (seen as a test
+    session hanging in the program's run)."""
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    pulumi_settings.ROOT.set(None)
 
 
 def run_entry_point(
