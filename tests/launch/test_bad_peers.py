@@ -7,7 +7,6 @@ shortened (module constants); one test per class runs the real command with the 
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 import subprocess
 import sys
@@ -84,55 +83,25 @@ def test_the_classes_reach_the_tasks_they_name() -> None:
         "infer_up", "run_doll", "run_rl", "run_elastic", "run_inference"}
 
 
-def endpoint_case(task: str, mode: str) -> tuple[str, float, str]:
-    """One task on its own bad peer (no other task's connection counted): how it ended, how
-    long it waited from its first connection, and the peer's URL."""
-    with bad_peer(mode) as peer:
-        said = ended(getattr(tasks, task), peer, 120.0, endpoint_url=peer.url)
-        return said, time.monotonic() - (peer.first_accept or time.monotonic()), peer.url
-
-
-def in_forked_children(call: Any, cases: list[tuple[Any, ...]],
-                       at_once: int = 4) -> list[Any]:
-    """`call(*case)` for every case, each in a child forked from this process (the
-    shortened deadlines, set before, hold there), `at_once` of them at a time: the cases
-    mostly wait on their peers. A case's exception comes back as an AssertionError naming
-    the case."""
-    context = multiprocessing.get_context("fork")
-    with context.Pool(at_once, maxtasksperchild=1) as pool:
-        pending = [(case, pool.apply_async(_outcome, (call, case))) for case in cases]
-        results = []
-        for case, result in pending:
-            ok, value = result.get(timeout=300)
-            assert ok, (case, value)
-            results.append(value)
-        return results
-
-
-def _outcome(call: Any, case: tuple[Any, ...]) -> tuple[bool, Any]:
-    try:
-        return True, call(*case)
-    except BaseException as error:  # noqa: BLE001 - reported with its case by the parent
-        return False, f"{type(error).__name__}: {error}"
-
-
 @pytest.mark.slow  # a few shortened deadlines per task
 def test_every_task_taking_an_endpoint_url_ends_in_one_line_on_a_bad_peer(
         short_deadlines: None) -> None:
     bound = aws_client.MAX_ATTEMPTS * SHORT_S + aws_client.RETRY_BACKOFF_S + 2.0
-    cases = [(task, mode) for task, _, _ in takers(lambda o: o.dest == "endpoint_url")
-             for mode in BAD_PEERS]
-    for (task, mode), (said, waited, url) in zip(
-            cases, in_forked_children(endpoint_case, cases), strict=True):
-        # preflight (also up's) goes on to its other checks, tools run as processes, after
-        # the endpoint's: the bound holds for a task that only waits on the peer
-        assert waited < bound or said.startswith("preflight"), (task, mode, waited)
-        if "pulumi" in said.lower() and url not in said:
-            continue  # up, destroy, preempt: the Pulumi CLI first, no peer reached
-        # one line (preflight: its one check of the endpoint, in its report of checks)
-        naming = [line for line in said.splitlines() if url in line]
-        assert len(naming) == 1, (task, mode, said)
-        assert said.startswith(("error: ", "preflight")), (task, mode, said)
+    for task, _, _ in takers(lambda o: o.dest == "endpoint_url"):
+        for mode in BAD_PEERS:
+            with bad_peer(mode) as peer:  # its own: no other task's connection is counted
+                said = ended(getattr(tasks, task), peer, 120.0, endpoint_url=peer.url)
+                waited = time.monotonic() - (peer.first_accept or time.monotonic())
+                url = peer.url
+            # preflight (also up's) goes on to its other checks, tools run as processes, after
+            # the endpoint's: the bound holds for a task that only waits on the peer
+            assert waited < bound or said.startswith("preflight"), (task, mode, waited)
+            if "pulumi" in said.lower() and url not in said:
+                continue  # up, destroy, preempt: the Pulumi CLI first, no peer reached
+            # one line (preflight: its one check of the endpoint, in its report of checks)
+            naming = [line for line in said.splitlines() if url in line]
+            assert len(naming) == 1, (task, mode, said)
+            assert said.startswith(("error: ", "preflight")), (task, mode, said)
 
 
 @pytest.mark.slow
@@ -164,24 +133,14 @@ an endpoint that does not prove itself within COMMAND_TIMEOUT_S (job-add and job
 which check a job's files first, wait longer only for a proven endpoint's answer)."""
 
 
-def service_case(mode: str, task: str, flags: dict[str, Any], state_dir: Path) -> str:
-    """One service command against a record whose endpoint is a bad peer of its own."""
-    import os
-
-    os.environ[inference.STATE_DIR_ENV] = str(state_dir)  # this child's own record
-    with bad_peer(mode) as peer:
-        service_record(peer.url, state_dir / "store")
-        return ended_in_one_line(getattr(tasks, task), peer, 2 * SHORT_S + 2.0, **flags)
-
-
 @pytest.mark.slow
 def test_every_service_command_ends_in_one_line_on_a_bad_endpoint(
-        short_deadlines: None, tmp_path: Path) -> None:
-    cases = [(mode, task, flags, tmp_path / f"{mode}-{task}") for mode in BAD_PEERS
-             for task, flags in SERVICE_COMMANDS.items()]
-    for (mode, task, _, _), said in zip(cases, in_forked_children(service_case, cases),
-                                        strict=True):
-        assert "does not answer" in said or "no command endpoint" in said, (task, mode, said)
+        peers: dict[str, LoopbackServer], short_deadlines: None, tmp_path: Path) -> None:
+    for mode, peer in peers.items():
+        service_record(peer.url, tmp_path / "store")
+        for task, flags in SERVICE_COMMANDS.items():
+            said = ended_in_one_line(getattr(tasks, task), peer, 2 * SHORT_S + 2.0, **flags)
+            assert "does not answer" in said or "no command endpoint" in said, (task, mode)
 
 
 def run_until(command: list[str], env: dict[str, str], peer: LoopbackServer,
@@ -216,37 +175,26 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.slow  # the real bound, once per class
 def test_the_real_bounds_hold_for_each_class(tmp_path: Path) -> None:
     import os
-    from concurrent.futures import ThreadPoolExecutor
 
     env = {**os.environ, **FAKE_CREDENTIALS, inference.STATE_DIR_ENV: str(tmp_path / "inf")}
-
-    def leftovers(silent: LoopbackServer) -> None:
+    with bad_peer("silent") as silent:
         done, waited = run_until(["leftovers", "--endpoint-url", silent.url], env, silent,
                                  None)
         assert done.returncode in (1, 2) and silent.url in done.stderr, done.stderr[-2000:]
         assert waited < BOUND_S, waited
         assert done.stderr.splitlines()[-1].startswith("error: ")
-
-    def run_doll(dripping: LoopbackServer) -> None:
+    with bad_peer("drip") as dripping:
         done, waited = run_until(["run-doll", "--address", dripping.url, "--out",
                                   str(tmp_path / "never")], env, dripping, None)
         assert one_line(done).startswith(f"error: --address: the Ray dashboard at "
                                          f"{dripping.url} did not answer")
         assert waited < BOUND_S, waited
-
-    def infer_up(silent: LoopbackServer) -> None:
+    with bad_peer("silent") as silent:
         done, waited = run_until(["infer-up", "--address", f"127.0.0.1:{silent.port}",
                                   "--store", str(tmp_path / "store")], env, silent, None)
         assert one_line(done).startswith(f"error: nothing at 127.0.0.1:{silent.port} answers "
                                          "as a Ray cluster does"), done.stderr
         assert waited < BOUND_S, waited
-
-    # the three at once, each on its own peer: each waits on its peer, not on the others
-    with bad_peer("silent") as first, bad_peer("drip") as second, \
-            bad_peer("silent") as third, ThreadPoolExecutor(3) as pool:
-        for running in [pool.submit(leftovers, first), pool.submit(run_doll, second),
-                        pool.submit(infer_up, third)]:
-            running.result()
 
 
 @pytest.mark.subprocess
