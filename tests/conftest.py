@@ -58,19 +58,15 @@ def one_netns_module_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-LONGEST_FIRST = ("tests/acceptance/test_burst.py", "tests/acceptance/test_rl.py",
-                 "tests/workloads/test_elastic_scripts.py",
-                 "tests/acceptance/test_rl_own_env.py", "tests/acceptance/test_inference.py",
+LONGEST_FIRST = ("tests/acceptance/test_rl.py", "tests/workloads/test_elastic_scripts.py",
+                 "tests/acceptance/test_rl_own_env.py",
+                 "tests/acceptance/test_inference.py", "tests/acceptance/test_burst.py",
                  "tests/acceptance/test_doll.py", "tests/acceptance/test_elastic.py",
-                 "tests/launch/test_bare_head.py", "tests/workloads/test_rl_lab.py",
-                 "tests/acceptance/test_doll_sim.py", "tests/workloads/test_inference_service.py",
-                 "tests/acceptance/test_elastic_torchft.py", "tests/launch/test_bad_peers.py")
+                 "tests/launch/test_bare_head.py", "tests/workloads/test_rl_lab.py")
 """Files that take minutes, longest first (CI's --durations): collected first, and `invoke
 test` keeps the collection order (xdist's --no-loadscope-reorder; by default it hands out the
 files with the most tests first), so the two workers start on these and fill in with short
-files, instead of one worker running a long file alone at the end. The two-site lab's
-acceptance test comes first: it holds the namespace lock for minutes, and at the start the
-other worker is busy with another long file instead of waiting for that lock."""
+files, instead of one worker running a long file alone at the end."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
