@@ -826,10 +826,11 @@ def test_parallel_job_adds_take_exactly_the_job_limit_within_the_admission_budge
 
     with ThreadPoolExecutor(max_workers=2 * MAX_JOBS) as pool:
         refusals = list(pool.map(add, range(2 * MAX_JOBS)))
-    accepted = [r for r in refusals if r is None]
-    assert len(accepted) == MAX_JOBS, refusals
-    assert all(r and r.startswith(f"NAME: the service holds {MAX_JOBS} jobs") for r in refusals
-               if r is not None), refusals
+    others = [r for r in refusals
+              if r is not None and not r.startswith(f"NAME: the service holds {MAX_JOBS} jobs")]
+    assert not others, others
+    # one add counted twice for a moment (as a job and as being added) refused a 32nd
+    assert refusals.count(None) == MAX_JOBS, (refusals.count(None), call("members")["admission"])
     assert len(call("job_status")["jobs"]) == MAX_JOBS
     admission = call("members")["admission"]
     assert admission["jobs_being_added"] == 0 and admission["bytes_in_flight"] == 0

@@ -842,13 +842,14 @@ class Coordinator:
                 return _fail(f"--batch-size: {queries} queries in batches of "
                              f"{job.batch_size} make {job.sub_jobs} sub-jobs, more than "
                              f"{MAX_SUB_JOBS}")
-            with self.lock:
+            with self.lock:  # held from adding to jobs at once: never counted twice
                 self._save_job(job)
                 self.jobs[name] = job
+                del self.adding[name]
             return {"ok": True, "job": name, "queries": job.queries, "sub_jobs": job.sub_jobs}
         finally:
             with self.lock:
-                del self.adding[name]
+                self.adding.pop(name, None)
             adding.remove(marker)
 
     def _adding_storage(self) -> Storage:
