@@ -1,10 +1,9 @@
 """The digits CNN of digits_cnn.py, written for torchft: one replica group per worker, each
 with its own process group; torchft's Manager decides each step's quorum, so a group that
 leaves (a spot notice) or dies costs the others nothing, and a new group gets the weights and
-optimizer state from a live peer (PGTransport), not from storage. Each group trains a fixed
-batch of its own shard per step (torchft's DistributedSampler over the slots), reports every
-step (`step`: the Manager's committed steps) and checkpoints every --checkpoint-every steps,
-which a run resumes from only when every group was lost at once:
+optimizer state from a live peer (PGTransport), not from storage. Each group trains a batch
+of its own shard per step, reports every step (`step`: the Manager's committed steps) and
+checkpoints every --checkpoint-every steps, resumed only when every group was lost at once:
     invoke run-elastic -f examples/elastic/torchft_digits.py --function train_func --torchft
 """
 
@@ -42,6 +41,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--step-time", type=float, default=0.0,
                         help="seconds a step of a bigger model takes (each group pads to it)")
     parser.add_argument("--checkpoint-every", type=int, default=50, help="steps")
+    parser.add_argument("--seed", type=int, default=0, help="initial weights and data order")
     return parser.parse_args(argv)
 
 
@@ -62,7 +62,7 @@ def train_func(config: dict[str, Any]) -> None:
     args = parse(sys.argv[1:])  # what follows `--` on run-elastic's command line
     context = ray.train.get_context()  # rank: this group's slot; world size: the slots
     x_train, y_train, x_test, y_test = digits()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     net = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
     inner = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
@@ -91,7 +91,7 @@ def train_func(config: dict[str, Any]) -> None:
     optimizer = Optimizer(manager, inner)
     sampler = DistributedSampler(range(len(y_train)), replica_rank=context.get_world_rank(),
                                  num_replica_groups=context.get_world_size(), group_rank=0,
-                                 num_replicas=1, shuffle=True, seed=0)
+                                 num_replicas=1, shuffle=True, seed=args.seed)
     batches: list[int] = []
     while manager.current_step() < args.steps:
         began = time.monotonic()

@@ -103,3 +103,22 @@ def test_survivor_mode_rates_and_bound_from_its_records() -> None:
     # the 85 steps done while one group was up (t 10.5..18.9) were 0.1 s quicker each
     assert row["steps_by_count"]["1"] == 85
     assert survivor_bound(none, row) == pytest.approx(25.0 - 85 * 0.1)
+
+
+def test_survivor_mode_compares_the_mean_final_loss_over_its_seeds() -> None:
+    from benchmarks.elastic_preemption import LOSS_TARGET, survivor_targets
+
+    def row(mode: str, seed: int, loss: float) -> dict[str, Any]:
+        return {"mode": mode, "seed": seed, "final_loss": loss, "preemptions": 3,
+                "lost_steps": 0, "replacements": [], "wall_time_s": 10.0,
+                "steady_step_s": {"5": 0.1}, "steps_by_count": {"5": 100}}
+
+    # each pair alone is 20 % apart, in opposite directions; their means agree
+    rows = [row("torchft-none", 0, 0.020), row("torchft-none", 1, 0.030),
+            row("torchft", 0, 0.024), row("torchft", 1, 0.026)]
+    [loss] = [t for t in survivor_targets(rows) if "final loss" in t.name]
+    assert "over 2 seed(s)" in loss.name
+    assert loss.measured == pytest.approx(0.0) and loss.measured <= LOSS_TARGET
+    walls = [t for t in survivor_targets(rows) if "wall time" in t.name]
+    assert [t.name.split(":")[0] for t in walls] == ["survivor mode, seed 0",
+                                                     "survivor mode, seed 1"]
