@@ -2,7 +2,9 @@
 outside the lab's folder, another lab's id, a namespace not the lab's, empty, truncated, an
 unknown field) touches nothing outside what the lab's id names, `status` reports and skips a
 corrupt record, and `down` still removes the lab's processes by their marker. No Ray: the
-records are written here, the processes are sleeps started here."""
+records are written here, the processes are sleeps started here. Its lab ids are used by no
+other test file: `down` stops whatever carries a lab's marker on the whole machine, and the
+test files run side by side."""
 
 from __future__ import annotations
 
@@ -37,12 +39,12 @@ pytestmark = pytest.mark.subprocess
 SLEEP = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
 CORRUPT_TEXTS = {
     "empty": "",
-    "truncated": '{"lab_id": "aaa111", "config": {',
+    "truncated": '{"lab_id": "7a0111", "config": {',
     "not an object": "[1, 2]",
     "nested": "[" * 100_000 + "]" * 100_000,
-    "NaN": '{"lab_id": "aaa111", "config": {}, "supervisor_pid": NaN}',
+    "NaN": '{"lab_id": "7a0111", "config": {}, "supervisor_pid": NaN}',
     "another lab's id": '{"lab_id": "../../x", "config": {}}',
-    "a pid of text": '{"lab_id": "aaa111", "config": {}, "supervisor_pid": "1; rm -rf /"}',
+    "a pid of text": '{"lab_id": "7a0111", "config": {}, "supervisor_pid": "1; rm -rf /"}',
 }
 
 
@@ -92,10 +94,10 @@ def assert_untouched(precious: Path) -> None:
 def test_spot_lab_down_never_removes_a_recorded_folder_that_is_not_the_labs(
         folders: dict[str, Path], tmp_path: Path, outside: str) -> None:
     (tmp_path / "link").symlink_to(folders["precious"])
-    lab_temp_dir("aaa111").mkdir()
-    spot_record("aaa111", str(tmp_path / outside))
+    lab_temp_dir("7a0111").mkdir()
+    spot_record("7a0111", str(tmp_path / outside))
     progress: list[str] = []
-    removed = stop_lab("aaa111", progress=progress.append)
+    removed = stop_lab("7a0111", progress=progress.append)
     assert_untouched(folders["precious"])
     assert not any("directory" in item for item in removed), removed
     assert any("is not" in line and "left alone" in line for line in progress), progress
@@ -107,13 +109,13 @@ def test_two_site_lab_down_never_removes_a_recorded_folder_or_namespace_not_the_
     deleted: list[str] = []
     monkeypatch.setattr(two_site.netns, "delete_namespace", deleted.append)
     monkeypatch.setattr(two_site.netns, "existing_namespaces", lambda: set())
-    LabState(lab_id="abc123", temp_dir=str(folders["precious"]),
-             namespaces=["default", "sb-other-onprem", *lab_namespaces("abc123")[:1]]).save()
+    LabState(lab_id="7ab123", temp_dir=str(folders["precious"]),
+             namespaces=["default", "sb-other-onprem", *lab_namespaces("7ab123")[:1]]).save()
     progress: list[str] = []
-    removed = two_site.stop_lab("abc123", progress=progress.append)
+    removed = two_site.stop_lab("7ab123", progress=progress.append)
     assert_untouched(folders["precious"])
-    assert deleted == ["sb-abc123-onprem"]
-    assert removed == ["namespace sb-abc123-onprem"]
+    assert deleted == ["sb-7ab123-onprem"]
+    assert removed == ["namespace sb-7ab123-onprem"]
     assert any("'default', 'sb-other-onprem' are not the lab's" in line for line in progress)
     assert any(f"{str(folders['precious'])!r} is not" in line for line in progress)
 
@@ -132,67 +134,67 @@ def test_a_lab_id_that_is_not_a_name_is_refused_before_any_path_is_made(
 def test_a_corrupt_spot_lab_record_is_reported_and_skipped_and_down_still_removes_the_lab(
         folders: dict[str, Path], started: list[subprocess.Popen[str]], kind: str) -> None:
     folders["spotlabs"].mkdir()
-    state_path("aaa111").write_text(CORRUPT_TEXTS[kind])
-    spot_record("bbb222", str(lab_temp_dir("bbb222")))
-    supervisor = sleep(started, node_marker("aaa111", "supervisor"))
-    node = sleep(started, node_marker("aaa111", "spot-0"))
-    other = sleep(started, node_marker("bbb222", "spot-0"))
-    lab_temp_dir("aaa111").mkdir()
+    state_path("7a0111").write_text(CORRUPT_TEXTS[kind])
+    spot_record("7b0222", str(lab_temp_dir("7b0222")))
+    supervisor = sleep(started, node_marker("7a0111", "supervisor"))
+    node = sleep(started, node_marker("7a0111", "spot-0"))
+    other = sleep(started, node_marker("7b0222", "spot-0"))
+    lab_temp_dir("7a0111").mkdir()
 
     status = lab_status()  # the only readable one; the corrupt one listed as such
-    assert status["lab_id"] == "bbb222"
-    assert status["other_labs"] == [{"lab_id": "aaa111", "condition": CORRUPT}]
+    assert status["lab_id"] == "7b0222"
+    assert status["other_labs"] == [{"lab_id": "7a0111", "condition": CORRUPT}]
     with pytest.raises(CorruptRecord) as asked:
-        lab_status("aaa111")
-    assert str(state_path("aaa111")) in str(asked.value) and "\n" not in str(asked.value)
+        lab_status("7a0111")
+    assert str(state_path("7a0111")) in str(asked.value) and "\n" not in str(asked.value)
 
-    removed = stop_lab("aaa111", progress=lambda line: None)
+    removed = stop_lab("7a0111", progress=lambda line: None)
     assert not procs.is_alive(supervisor) and not procs.is_alive(node)
     assert procs.is_alive(other)
     assert f"pid {supervisor}" in removed and f"pid {node}" in removed
-    assert not lab_temp_dir("aaa111").exists() and not state_path("aaa111").exists()
-    assert recorded_lab_ids() == ["bbb222"]
+    assert not lab_temp_dir("7a0111").exists() and not state_path("7a0111").exists()
+    assert recorded_lab_ids() == ["7b0222"]
     assert_untouched(folders["precious"])
 
 
 @pytest.mark.parametrize("text", [
-    "", '{"lab_id": "abc123", "temp', '{"lab_id": "abc123", "surprise": 1}',
-    '{"lab_id": "abc123", "pids": ["1"]}', '{"lab_id": "zzz999"}',
+    "", '{"lab_id": "7ab123", "temp', '{"lab_id": "7ab123", "surprise": 1}',
+    '{"lab_id": "7ab123", "pids": ["1"]}', '{"lab_id": "zzz999"}',
 ])
 def test_a_corrupt_two_site_lab_record_is_one_line_and_down_removes_what_its_id_names(
         folders: dict[str, Path], started: list[subprocess.Popen[str]],
         monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     monkeypatch.setattr(two_site.netns, "existing_namespaces", lambda: set())
     folders["labs"].mkdir()
-    (folders["labs"] / "abc123.json").write_text(text)
-    ours = sleep(started, "abc123")
+    (folders["labs"] / "7ab123.json").write_text(text)
+    ours = sleep(started, "7ab123")
     with pytest.raises(CorruptLabRecord) as status:
-        two_site.lab_status("abc123")
-    assert "lab-down --lab abc123" in str(status.value) and "\n" not in str(status.value)
-    temp_dir = Path(tempfile.gettempdir()) / "sb-abc123"
+        two_site.lab_status("7ab123")
+    assert "lab-down --lab 7ab123" in str(status.value) and "\n" not in str(status.value)
+    temp_dir = Path(tempfile.gettempdir()) / "sb-7ab123"
     temp_dir.mkdir()
     removed = two_site.stop_lab(None, progress=lambda line: None)
     assert not procs.is_alive(ours)
     assert removed == [f"pid {ours}", f"directory {temp_dir}"]
-    assert not (folders["labs"] / "abc123.json").exists() and not temp_dir.exists()
+    assert not (folders["labs"] / "7ab123.json").exists() and not temp_dir.exists()
     assert_untouched(folders["precious"])
 
 
 def test_spot_lab_down_through_invoke_refuses_a_path_and_a_folder_for_the_events(
         folders: dict[str, Path], tmp_path: Path) -> None:
     """As users type them: each one line, exit 2, nothing removed."""
-    spot_record("ccc333", str(lab_temp_dir("ccc333")))
-    lab_temp_dir("ccc333").mkdir()
-    (lab_temp_dir("ccc333") / "events.jsonl").write_text("{}\n")
+    spot_record("7c0333", str(lab_temp_dir("7c0333")))
+    lab_temp_dir("7c0333").mkdir()
+    (lab_temp_dir("7c0333") / "events.jsonl").write_text("{}\n")
     cases = [
         (["spot-lab-down", "--lab", str(folders["precious"])], "--lab: expected a name of"),
         (["spot-lab-down", "--lab", "../../precious"], "--lab: expected a name of"),
         (["lab-down", "--lab", str(folders["precious"])], "--lab: expected a name of"),
         (["lab-status", "--lab", "../precious"], "--lab: expected a name of"),
         (["spot-lab-status", "--lab", "x" * 300], "--lab: expected a name of"),
-        (["spot-lab-down", "--lab", "ccc333", "--save-events", str(folders["precious"])],
+        (["spot-lab-down", "--lab", "7c0333", "--save-events", str(folders["precious"])],
          f"--save-events: {folders['precious']} is a folder"),
-        (["spot-lab-down", "--lab", "ccc333", "--save-events",
+        (["spot-lab-down", "--lab", "7c0333", "--save-events",
           str(folders["precious"] / "thesis.tex" / "events.jsonl")],
          f"--save-events: {folders['precious'] / 'thesis.tex'} is a file"),
     ]
@@ -206,12 +208,12 @@ def test_spot_lab_down_through_invoke_refuses_a_path_and_a_folder_for_the_events
             (argv, done.stderr[-800:])
         assert line in done.stderr, (argv, done.stderr)
     assert_untouched(folders["precious"])
-    assert state_path("ccc333").exists() and lab_temp_dir("ccc333").is_dir()  # untouched
+    assert state_path("7c0333").exists() and lab_temp_dir("7c0333").is_dir()  # untouched
 
 
 def test_a_half_written_event_does_not_break_the_labs_status(folders: dict[str, Path]) -> None:
-    spot_record("ddd444", str(lab_temp_dir("ddd444")))
-    lab_temp_dir("ddd444").mkdir()
-    (lab_temp_dir("ddd444") / "events.jsonl").write_text(
+    spot_record("7d0444", str(lab_temp_dir("7d0444")))
+    lab_temp_dir("7d0444").mkdir()
+    (lab_temp_dir("7d0444") / "events.jsonl").write_text(
         '{"event": "join", "node": "head"}\n' + "[" * 5000 + "\n" + '{"event": "noti')
-    assert lab_status("ddd444")["events"] == [{"event": "join", "node": "head"}]
+    assert lab_status("7d0444")["events"] == [{"event": "join", "node": "head"}]
