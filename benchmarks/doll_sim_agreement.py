@@ -2,10 +2,12 @@
 seeds run on Ray actors (run-doll's engine on the wall clock, one fleet per trace) and in
 the simulator (the same engine from event to event), run by run side by side. A run agrees
 when its cost ratio is within 0.03, its finish within 5 % and its deadline met in both or
-missed in both; target: at least 9 runs in 10 agree. A difference is a bug in one of them,
-or an effect the simulator does not model (the exponential gaps between a worker's points,
-the lab's loop taking a capacity change at its next step, Ray's own delays): the table
-shows each run's differences so their size can be read. Each lab run is made --lab-repeats
+missed in both; target: at least 9 runs in 10 agree. The simulator draws its workers'
+points with exponential gaps as the lab does (`--arrivals exponential`; its own draws from
+the seed, not the lab's). A difference is a bug in one of them, or an effect the simulator
+does not model (the lab's loop taking a capacity change at its next step, the parameter
+server's and Ray's own delays): the table shows each run's differences so their size can
+be read. Each lab run is made --lab-repeats
 times: how far the lab is from itself, under the same tolerances, is the floor of what any
 simulator can agree with.
 
@@ -45,7 +47,8 @@ def simulator_options(lab: DollOptions) -> SimOptions:
     """The simulator's options for a lab run: every value of the job they share."""
     shared = {spec.name: getattr(lab, spec.name) for spec in fields(DollJob)}
     assert lab.capacity_trace is not None
-    return SimOptions(**shared, capacity_trace=(lab.capacity_trace,), start=(lab.start or 0,))
+    return SimOptions(**shared, capacity_trace=(lab.capacity_trace,), start=(lab.start or 0,),
+                      arrivals="exponential")
 
 
 def measure(base: DollOptions, traces: list[Path], starts: int, seeds: list[int],
@@ -168,7 +171,8 @@ def main() -> int:
                           {f"capacity_trace {path.name}": path for path in args.capacity_trace},
                           "local", {"first": seeds[0]})
     return finish(args.out, [
-        f"{base.workers} workers, θ/θ₀ {base.deadline_factor}, {base.batches} batches; traces: "
+        f"{base.workers} workers, θ/θ₀ {base.deadline_factor}, {base.batches} batches; the "
+        f"simulator's arrivals exponential; traces: "
         + ", ".join(f"{path.name} (sha256 {sha256_of(path)})" for path in args.capacity_trace),
         table(rows)], rows, targets(rows), document)
 

@@ -27,6 +27,7 @@ from workloads.doll.policies import PolicyState
 from workloads.doll.policy_run import PolicyRun
 from workloads.doll.replay import replay
 from workloads.doll.sim import batch_means_interval, batches_of, simulate
+from workloads.doll.stream import arrival_generator, batch_arrivals, worker_seed
 
 OD, SPOT = 0.36, 0.09
 PRICES = fixed_price(SPOT)
@@ -91,6 +92,64 @@ def test_on_demand_finishes_when_the_batches_do_and_pays_for_every_worker() -> N
     assert outcome.finish_s == pytest.approx(6.0)
     assert outcome.engine.meter.cost == pytest.approx(4 * OD * 6.0 / 3600)
     assert outcome.engine.deadline_s == pytest.approx(1.05 * 5.0)
+
+
+def test_exponential_arrivals_draw_each_batch_as_the_labs_workers_do() -> None:
+    # one worker of 1 point/s, batches of 2, 10 batches: each batch lasts the sum of two
+    # exponential gaps, so the finish is Gamma(20, 1): mean 20 s, standard deviation √20 s
+    config = job(workers=1)
+    finishes = [replay("on-demand", replace(config, seed=seed), PRICES,
+                       arrivals="exponential").finish_s for seed in range(400)]
+    mean = sum(finishes) / len(finishes)
+    spread = (sum((f - mean) ** 2 for f in finishes) / (len(finishes) - 1)) ** 0.5
+    assert mean == pytest.approx(20.0, abs=3 * 20 ** 0.5 / 20)  # three standard errors
+    assert spread == pytest.approx(20 ** 0.5, rel=0.15)
+    assert replay("on-demand", config, PRICES).finish_s == pytest.approx(20.0)  # even
+    again = replay("on-demand", replace(config, seed=0), PRICES, arrivals="exponential")
+    assert again.finish_s == finishes[0]  # the seed decides the draws
+
+
+def test_exponential_arrivals_are_the_gaps_the_labs_worker_draws_from_the_seed() -> None:
+    # one worker on demand: its J batches end when the lab's worker 0 of this seed would
+    # end them, batch after batch from the generator the lab's worker draws its gaps from
+    config = job(workers=1, seed=7)
+    generator = arrival_generator(worker_seed(7, 0))
+    lab_s = sum(float(batch_arrivals(generator, 1.0, 2)[-1]) for _ in range(10))
+    outcome = replay("on-demand", config, PRICES, arrivals="exponential")
+    assert outcome.finish_s == pytest.approx(lab_s, rel=1e-9)
+
+
+def test_exponential_arrivals_leave_each_worker_a_partial_batch_at_the_end() -> None:
+    # 16 workers, 8 points a batch, 160 batches: evenly every worker ends its tenth batch
+    # at 80 s together; with exponential gaps the fleet also holds about half a batch per
+    # worker unfinished when the 160th ends (the lab's parameter server finishes that much
+    # after the data's mean): about 16·4 points at 16 points/s, 4 s, on average over seeds
+    config = job(workers=16, batch_size=8, batches=160, k=4)
+    assert replay("on-demand", config, PRICES).finish_s == pytest.approx(80.0)
+    finishes = [replay("on-demand", replace(config, seed=seed), PRICES,
+                       arrivals="exponential").finish_s for seed in range(200)]
+    late = sum(finishes) / len(finishes) - 80.0
+    assert 2.5 < late < 5.5
+
+
+def test_with_exponential_arrivals_a_stopped_worker_still_loses_its_partial_batch(
+        tmp_path: Path) -> None:
+    # spot for 1 s of every 3 only: a batch of 2 points (2 s on average) rarely fits into
+    # one up second, and with its partial batch lost at each outage the run takes cycles
+    policy = write_policy(tmp_path, "class Mine:\n    def decide(self, state):\n"
+                                    "        return [0]\n")
+    config = job(workers=1, batches=1, policies=(policy,))
+    lasted = []
+    for seed in range(20):
+        outcome = replay(policy, replace(config, seed=seed), PRICES, trace((1, 0, 0) * 400),
+                         0, arrivals="exponential")
+        engine = outcome.engine
+        # up one second in every three until the batch ends inside an up second
+        assert engine.meter.spot_up_s == pytest.approx(
+            engine.preemptions + outcome.finish_s - 3 * engine.preemptions)
+        lasted.append(engine.preemptions)
+    # P(a Gamma(2, 1) batch ends within 1 s) = 1 − 2/e ≈ 0.26: most runs lose some
+    assert sum(1 for count in lasted if count > 0) >= 10
 
 
 def test_a_capacity_trace_takes_spot_away_and_a_preempted_batch_is_lost(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import ray
 
 from workloads.common.actors import start_actor
+from workloads.doll.stream import worker_seed
 from workloads.doll.worker import StreamWorker
 
 SPARES = 4
@@ -86,7 +87,7 @@ class Fleet:
         self.keep_backlog = keep_backlog
         ray.get(
             [
-                s.actor.begin.remote(s.key, s.rate, seed * 1000 + s.index, keep_backlog)
+                s.actor.begin.remote(s.key, s.rate, worker_seed(seed, s.index), keep_backlog)
                 for s in self.slots
             ]
         )

@@ -28,6 +28,7 @@ MAX_SIM_WORKERS = 4096
 """The simulator's fleets: no actor per worker, so far larger ones than the lab's."""
 RULES = ("doll", "cant-be-late")
 CAPACITY_READINGS = ("count", "unavailable")
+ARRIVALS = ("even", "exponential")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,6 +320,13 @@ class SimOptions(DollJob):
     restart_overhead_hours: float | None = option(
         None, "the restart overhead (launch delay) in hours: sets --launch-delay", minimum=0.0,
         maximum=1e3,
+    )
+    arrivals: str = option(
+        "even",
+        "how a worker's points arrive: even (every batch takes B/λ: the stream's mean, and "
+        "the fastest) or exponential (each batch the sum of B exponential gaps: the gaps "
+        "run-doll's workers draw with the same --seed)",
+        choices=ARRIVALS,
     )
     policy_time_s: float = option(
         10.0, "seconds a policy's decisions may take over one simulated run (more fails its "

@@ -5,10 +5,11 @@ instead of on a clock, with the data the workers receive computed instead of str
 The events are the lab's: chain steps (or the capacity ticks where the count changes, and
 the notices ahead of its falls), price changes, stand-ins and launch overheads ending,
 --adapt-interval decisions. Between two events every worker that `producing` says receives
-data gets it at its rate λᵢ (the lab draws exponential gaps around that mean: the one effect
-of the stream the simulator leaves out); B points make a batch; a worker that stops loses its
-partial batch unless its stream keeps a backlog (fallback); the run ends when K·⌈J/K⌉
-batches are done, as the parameter server's K-batch updates end the lab's.
+data at its rate λᵢ; B points make a batch: with `--arrivals even` every batch takes B/λᵢ,
+with `--arrivals exponential` each batch takes the sum of B exponential gaps of mean
+1/λᵢ, the very gaps the lab's worker draws from the same seed (stream.py). A worker that
+stops loses its partial batch unless its stream keeps a backlog (fallback); the run ends
+when K·⌈J/K⌉ batches are done, as the parameter server's K-batch updates end the lab's.
 
 The policy's decide is called directly; its time limit holds for the whole run (a timer
 signal, not a thread per call).
@@ -20,6 +21,7 @@ import heapq
 import math
 import signal
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from workloads.doll.engine import Engine, PolicyFailed
 from workloads.doll.estimation import rates_of_all
 from workloads.doll.options import DollJob
 from workloads.doll.policies import policy_name
+from workloads.doll.stream import arrival_generator, batch_arrivals, worker_seed
 
 
 class Streams:
@@ -116,6 +119,80 @@ class Streams:
         return tuple(rates_of_all(arrivals, self.up_s, homogeneous, prior))
 
 
+class ExponentialStreams(Streams):
+    """Streams whose points arrive with exponential gaps: the lab's workers' own gaps, drawn
+    from the same seeds (stream.py), so that worker i's n-th batch takes as long here as in
+    the lab run of the same seed. A batch is kept as its length in points of the mean flow
+    (its time times λᵢ). A batch cut by its worker's stop is drawn again, as the lab's
+    worker draws new gaps for the batch it collects after an outage."""
+
+    def __init__(self, rates: list[float], batch_size: int, keep_backlog: bool,
+                 seed: int) -> None:
+        super().__init__(rates, batch_size, keep_backlog)
+        self.generators = [arrival_generator(worker_seed(seed, index))
+                           for index in range(len(rates))]
+        self.lengths: list[deque[float]] = [deque((self._draw(index),))
+                                            for index in range(len(rates))]
+
+    def _draw(self, index: int) -> float:
+        rate = self.rates[index]
+        return float(batch_arrivals(self.generators[index], rate, self.batch_size)[-1]) * rate
+
+    def set_producing(self, producing: list[bool]) -> None:
+        for index, (was, now) in enumerate(zip(self.producing, producing, strict=True)):
+            if was and not now:
+                self.lengths[index][0] = self._draw(index)
+        super().set_producing(producing)
+
+    def _length(self, index: int, ahead: int) -> float:
+        """The length of worker `index`'s batch `ahead` batches after the current one."""
+        lengths = self.lengths[index]
+        while len(lengths) <= ahead:
+            lengths.append(self._draw(index))
+        return lengths[ahead]
+
+    def advance(self, span_s: float) -> None:
+        rates, partial = self.rates, self.partial
+        for index in self.producers:
+            points = rates[index] * span_s
+            self.arrived[index] += points
+            self.up_s[index] += span_s
+            total = partial[index] + points
+            lengths = self.lengths[index]
+            while total >= lengths[0]:
+                total -= lengths.popleft()
+                self.done += 1
+                if not lengths:
+                    lengths.append(self._draw(index))
+            partial[index] = total
+        if self.keep_backlog:
+            for index in self.waiting:
+                partial[index] += rates[index] * span_s
+
+    def time_to(self, batches: int, within_s: float) -> float:
+        if batches <= 0:
+            return 0.0
+        rates, partial, producing = self.rates, self.partial, self.producers
+        if not producing:
+            return math.inf
+        heap = [((self._length(i, 0) - partial[i]) / rates[i], i, 0) for i in producing]
+        heapq.heapify(heap)
+        for _ in range(batches - 1):
+            at, index, ahead = heap[0]
+            if at > within_s:
+                return math.inf
+            heapq.heapreplace(
+                heap, (at + self._length(index, ahead + 1) / rates[index], index, ahead + 1))
+        return heap[0][0] if heap[0][0] <= within_s else math.inf
+
+
+def streams_for(rates: list[float], batch_size: int, keep_backlog: bool, arrivals: str,
+                seed: int) -> Streams:
+    if arrivals == "exponential":
+        return ExponentialStreams(rates, batch_size, keep_backlog, seed)
+    return Streams(rates, batch_size, keep_backlog)
+
+
 class PolicyTimeLimit(BaseException):
     """The run's policy decisions took longer than its time limit (a BaseException, so
     that the engine's catching what a policy raises does not catch it)."""
@@ -146,23 +223,26 @@ class Outcome:
 
 
 def replay(entry: str, config: DollJob, prices: PriceTrace,
-           capacity: CapacityTrace | None = None, start: int | None = None) -> Outcome:
-    """Run policy `entry` on the engine, from event to event, until the work is done;
-    PolicyFailed when its policy fails (or its capacity trace ends first under Can't Be
-    Late's rules)."""
+           capacity: CapacityTrace | None = None, start: int | None = None,
+           arrivals: str = "even") -> Outcome:
+    """Run policy `entry` on the engine, from event to event, until the work is done, its
+    workers' points arriving `arrivals` (ARRIVALS); PolicyFailed when its policy fails (or
+    its capacity trace ends first under Can't Be Late's rules)."""
     engine = Engine(entry, config, capacity, start)
     engine.record_capacity = False
     engine.policy.reporting = False  # a built-in's plan probability: not reported here
-    return Simulation(engine, config, TraceReplay(prices, config.compression)).run()
+    return Simulation(engine, config, TraceReplay(prices, config.compression), arrivals).run()
 
 
 class Simulation:
-    def __init__(self, engine: Engine, config: DollJob, prices: TraceReplay) -> None:
+    def __init__(self, engine: Engine, config: DollJob, prices: TraceReplay,
+                 arrivals: str = "even") -> None:
         self.engine = engine
         self.config = config
         self.prices = prices
         self.prices_change = prices.loop_s > 0
-        self.streams = Streams(engine.rates, config.batch_size, engine.stand_ins_on)
+        self.streams = streams_for(engine.rates, config.batch_size, engine.stand_ins_on,
+                                   arrivals, config.seed)
         self.needed = config.k * -(-config.batches // config.k)
         self.observed: tuple[float, ...] | None = None
         self.ticks = 0  # capacity ticks stepped (or chain steps)
@@ -267,12 +347,12 @@ class Simulation:
 
 def timed_replay(entry: str, config: DollJob, prices: PriceTrace,
                  capacity: CapacityTrace | None, start: int | None,
-                 limit_s: float) -> tuple[Outcome, float]:
+                 limit_s: float, arrivals: str = "even") -> tuple[Outcome, float]:
     """`replay` within `limit_s` of wall time (PolicyFailed past it), and its wall time."""
     began = time.perf_counter()
     try:
         with time_limit(limit_s):
-            outcome = replay(entry, config, prices, capacity, start)
+            outcome = replay(entry, config, prices, capacity, start, arrivals)
     except PolicyTimeLimit:
         raise PolicyFailed(f"policy {policy_name(entry)} failed: its run took longer than "
                            f"--policy-time {limit_s:g} s") from None

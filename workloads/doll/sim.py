@@ -140,7 +140,7 @@ def run_group(options: SimOptions, prices: PriceTrace, trace: CapacityTrace | No
             continue
         try:
             outcome, wall_s = timed_replay(entry, config, prices, trace, start,
-                                           options.policy_time_s)
+                                           options.policy_time_s, options.arrivals)
         except PolicyFailed as error:
             if "--policy-time" in str(error):
                 out_of_time[name] = str(error)

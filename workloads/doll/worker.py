@@ -17,6 +17,7 @@ import ray
 
 from workloads.doll.data import load_split, sample_stream
 from workloads.doll.model import Mlp
+from workloads.doll.stream import arrival_generator, batch_arrivals
 
 
 def stream_start(clock: float, up_since: float, keep_backlog: bool) -> tuple[float, float]:
@@ -43,6 +44,7 @@ class StreamWorker:
         self.parameter_server = parameter_server
         self.handle = ray.get_runtime_context().current_actor
         self.rng = np.random.default_rng()
+        self.arrival_rng = np.random.default_rng()
         self.up = False
         self.command_seq = -1
         self.changed = asyncio.Event()
@@ -69,6 +71,7 @@ class StreamWorker:
         zero."""
         self.key, self.rate = key, rate
         self.rng = np.random.default_rng(seed)
+        self.arrival_rng = arrival_generator(seed)
         self.keep_backlog = False
         self._go_down()
         self.keep_backlog = keep_backlog
@@ -141,7 +144,7 @@ class StreamWorker:
         """Wait for B arrivals; a preemption on the way loses the partial batch. The clock
         is virtual (the next batch starts where this one's last point arrived), so event-loop
         delays never slow the stream down."""
-        arrival_s = np.cumsum(self.rng.exponential(1.0 / self.rate, self.batch_size))
+        arrival_s = batch_arrivals(self.arrival_rng, self.rate, self.batch_size)
         started, skipped_s = stream_start(self.clock, self.up_since, self.keep_backlog)
         self.lost_s += skipped_s
         self.clock = started  # a batch preempted half-way resumes (or loses) from here
