@@ -86,6 +86,18 @@ def test_an_answer_given_again_is_taken_again_and_a_bad_one_still_fails() -> Non
         engine.decided(0.0, frozenset({True}))
 
 
+def test_scheduled_decisions_keep_to_the_interval_grid_when_the_loop_comes_late() -> None:
+    # the lab's loop sees a due decision up to a step late; the next one is still due at
+    # the next multiple of --adapt-interval, not an interval after the late one
+    engine = Engine("on-demand", job(adapt_interval_s=1.0))
+    assert engine.next_status_s(0.0) == pytest.approx(1.0)
+    assert engine.next_status_s(1.04) == pytest.approx(2.0)
+    assert engine.next_status_s(2.0) == pytest.approx(3.0)
+    assert engine.next_status_s(2.0 - 1e-12) == pytest.approx(3.0)  # a float's hair short
+    assert Engine("on-demand", job(adapt_interval_s=0.25)).next_status_s(0.3) == \
+        pytest.approx(0.5)
+
+
 def test_on_demand_finishes_when_the_batches_do_and_pays_for_every_worker() -> None:
     # every worker makes a batch at 2, 4, 6 s: 10 batches need the third round
     outcome = replay("on-demand", job(), PRICES)

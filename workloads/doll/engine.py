@@ -338,6 +338,13 @@ class Engine:
 
     # --- decisions --------------------------------------------------------------------------
 
+    def next_status_s(self, now: float) -> float:
+        """When the next scheduled decision is due after `now`: the next point of the
+        --adapt-interval grid from the run's start, so that a loop that comes late to one
+        (the lab's, on a busy machine) does not push every later one back."""
+        interval = self.config.adapt_interval_s
+        return (math.floor(now / interval + 1e-9) + 1) * interval
+
     def decision_due(self, now: float, scheduled: bool, price_changed: bool) -> bool:
         """Under DOLL's rules: every --adapt-interval (`scheduled`), at a price change and
         when a spot instance, the capacity or a notice changed; under Can't Be Late's: once

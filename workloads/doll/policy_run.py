@@ -109,7 +109,7 @@ class PolicyRun(Engine):
                 if scheduled or price_changed:
                     self._report_progress(now)
                     self.observed = await self._observe()
-                    next_status = now + config.adapt_interval_s
+                    next_status = self.next_status_s(now)
                 await self._decide(now, price_changed)
             changed = self._apply_states(now)
             if changed or now - last_row >= TIMELINE_EVERY_S:

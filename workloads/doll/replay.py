@@ -263,7 +263,7 @@ class Simulation:
             if engine.decision_due(now, scheduled, price_changed):
                 if scheduled or price_changed:
                     self.observed = streams.observed(homogeneous, config.rate)
-                    next_status = now + config.adapt_interval_s
+                    next_status = engine.next_status_s(now)
                 processed = config.k * (streams.done // config.k)
                 engine.decide_here(now, price_changed, processed, self.observed)
             if engine.version != version or now >= change:
