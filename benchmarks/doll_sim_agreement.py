@@ -2,14 +2,13 @@
 seeds run on Ray actors (run-doll's engine on the wall clock, one fleet per trace) and in
 the simulator (the same engine from event to event), run by run side by side. A run agrees
 when its cost ratio is within 0.03, its finish within 5 % and its deadline met in both or
-missed in both; target: at least 9 runs in 10 agree. The simulator draws its workers'
-points with exponential gaps as the lab does (`--arrivals exponential`; its own draws from
-the seed, not the lab's). A difference is a bug in one of them, or an effect the simulator
-does not model (the lab's loop taking a capacity change at its next step, the parameter
-server's and Ray's own delays): the table shows each run's differences so their size can
-be read. Each lab run is made --lab-repeats
-times: how far the lab is from itself, under the same tolerances, is the floor of what any
-simulator can agree with.
+missed in both; target: at least 9 runs in 10 agree. The simulator's workers receive
+their points with the gaps the lab's workers draw from the same seed (`--arrivals
+exponential`). A difference is a bug in one of them, or an effect the simulator does not
+model (the lab's loop taking a change at its next step, the parameter server's and Ray's
+own delays): the table shows each run's differences so their size can be read. Each lab
+run is made --lab-repeats times: how far the lab is from itself, under the same
+tolerances, is the floor of what any simulator can agree with.
 
     python -m benchmarks.doll_sim_agreement [--capacity-trace A.json ...] [--starts 4]
         [--seeds 0] [--policy on-demand,fallback,uniform-progress] [--lab-repeats 2]
