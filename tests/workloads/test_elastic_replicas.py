@@ -81,6 +81,16 @@ def test_a_step_reported_twice_or_redone_after_a_resume_is_lost() -> None:
     assert summary["resumed_from_checkpoint"] == 1 and summary["preemptions"] == 2
 
 
+def test_steps_whose_rows_died_with_their_group_still_count_as_done() -> None:
+    # group 0 alone commits steps 0..7 but is killed before its rows of 1..7 reach the
+    # ledger; group 1 reports 8..9: torchft commits in order, so ten steps were done
+    summary = summarize_replicas(ledger(
+        steps=reports(0, 0, 0, 0, 0.0) + reports(1, 1, 8, 9, 1.0),
+        resizes=[join(0, 0, -1.0, -2.0), join(1, 1, 0.5, 0.4), leave(0, 0, 2.0, "lost")]),
+        started=0.0, ended=3.0)
+    assert summary["steps_done"] == 10 and summary["lost_steps"] == 0
+
+
 def test_a_reports_step_is_torchfts_committed_steps_less_one() -> None:
     assert _report_step({"step": 7}, reports=3) == 6
     assert _report_step({"loss": 0.1}, reports=3) == 3  # no step: the group's reports

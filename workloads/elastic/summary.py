@@ -281,7 +281,10 @@ def summarize_replicas(record: dict[str, Any], started: float, ended: float,
         "mode": "torchft",
         "total_steps": record.get("total_steps"),
         "step_unit": "step",
-        "steps_done": len(done),
+        # torchft commits its steps in order, so every step from the first to the newest was
+        # done, also those only a group killed before it sent its rows (replicas.py sends
+        # them in batches) had reported
+        "steps_done": max(done) - min(done) + 1 if done else 0,
         "step_executions": sum(executions.values()),
         "completed": not failed and bool(done),
         "lost_steps": sum(count - 1 for count in executions.values()),
