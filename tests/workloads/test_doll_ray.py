@@ -3,22 +3,27 @@
 import asyncio
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
 
+from workloads.common.actors import start_actor
 from workloads.common.provenance import sha256_of
 from workloads.common.results import read_records
 from workloads.common.spot_market.trace import load_trace
 from workloads.doll.allocation import predicted_cost_ratio, static_spot_count
 from workloads.doll.experiment import run_experiment, start_servers
 from workloads.doll.figures import draw
+from workloads.doll.fleet import SPARES, START_DEATHS_ALLOWED, Fleet
 from workloads.doll.options import DollOptions
 from workloads.doll.policy_run import PolicyRun, Servers
+from workloads.doll.worker import StreamWorker
 
 pytestmark = pytest.mark.ray
 
@@ -224,3 +229,77 @@ def test_the_example_policy_runs_beside_the_built_ins(servers: Servers) -> None:
     assert result.summary["preemptions"] > 0
     assert set(result.records) == {f"KeepAhead_{kind}"
                                    for kind in ("timeline", "test", "updates", "events")}
+
+
+
+@ray.remote
+class StartDeaths:
+    """Which stream worker processes die as they start: the first `spared` live, the next
+    `deaths` die; the ones that lived are kept."""
+
+    def __init__(self, deaths: int, spared: int = 0) -> None:
+        self.deaths = deaths
+        self.spared = spared
+        self.started: list[Any] = []
+
+    def dies(self, actor: Any) -> bool:
+        if self.spared > 0:
+            self.spared -= 1
+        elif self.deaths > 0:
+            self.deaths -= 1
+            return True
+        self.started.append(actor)
+        return False
+
+    def survivors(self) -> list[Any]:
+        return self.started
+
+
+@ray.remote
+class DiesWhileStarting(StreamWorker.__ray_actor_class__):  # type: ignore[misc,name-defined]
+    """A stream worker whose process exits before it runs while StartDeaths has deaths left
+    (as a process lost on a loaded machine does: no exception, the connection just ends)."""
+
+    def __init__(self, *args: Any) -> None:
+        me = ray.get_runtime_context().current_actor
+        if ray.get(ray.get_actor("start-deaths").dies.remote(me)):
+            os._exit(1)
+        super().__init__(*args)
+
+
+def test_the_fleet_starts_a_worker_again_whose_process_died_before_it_ran(
+    local_ray: None,
+) -> None:
+    deaths = start_actor(StartDeaths, START_DEATHS_ALLOWED, options={"name": "start-deaths"})
+    lines: list[str] = []
+    fleet = Fleet([1.0, 1.0], SMALL.batch_size, SMALL.hidden, None, lines.append,
+                  worker_class=DiesWhileStarting)
+    try:
+        restarts = [line for line in lines if "died before it ran" in line]
+        assert len(restarts) == START_DEATHS_ALLOWED, lines
+        assert lines[-1] == f"stream workers: {2 + SPARES}/{2 + SPARES} up ({SPARES} spares)"
+        ray.get([actor.ready.remote() for actor in [*fleet.actors(), *fleet.spares]],
+                timeout=60)
+    finally:
+        fleet.shutdown()
+        ray.kill(deaths)
+
+
+def test_a_fleet_whose_workers_keep_dying_fails_and_stops_the_ones_that_started(
+    local_ray: None,
+) -> None:
+    deaths = start_actor(StartDeaths, 100, spared=3, options={"name": "start-deaths"})
+    lines: list[str] = []
+    try:
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            Fleet([1.0, 1.0], SMALL.batch_size, SMALL.hidden, None, lines.append,
+                  worker_class=DiesWhileStarting)
+        assert len([line for line in lines if "died before it ran" in line]) \
+            == START_DEATHS_ALLOWED, lines
+        survivors: list[Any] = ray.get(deaths.survivors.remote())
+        assert len(survivors) == 3
+        for actor in survivors:
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(actor.ready.remote(), timeout=60)
+    finally:
+        ray.kill(deaths)

@@ -23,6 +23,9 @@ from workloads.doll.worker import StreamWorker
 SPARES = 4
 READY_REPORT_S = 2.0
 """While the fleet starts, how often it says how many of its actors are up."""
+START_DEATHS_ALLOWED = 3
+"""Worker processes that may die before their actor ever ran (lost while a loaded machine
+starts dozens of them) while the fleet starts; each is replaced by a fresh actor."""
 
 
 @dataclass
@@ -43,32 +46,68 @@ class Slot:
 class Fleet:
     def __init__(
         self, rates: list[float], batch_size: int, hidden: int, parameter_server: Any,
-        say: Callable[[str], None] | None = None,
+        say: Callable[[str], None] | None = None, worker_class: Any = StreamWorker,
     ) -> None:
         self.batch_size = batch_size
         self.hidden = hidden
         self.parameter_server = parameter_server
+        self.worker_class = worker_class
         self.slots = [Slot(index, rate) for index, rate in enumerate(rates)]
         self.keep_backlog = False
         self.starting: dict[int, Any] = {}  # slot -> ready() of a fresh actor not yet seen up
         self.spares = [self._new_actor() for _ in range(SPARES)]
         for slot in self.slots:
             self._install(slot, self._new_actor())
-        refs = [actor.ready.remote() for actor in [*self.spares, *self.actors()]]
-        waiting = refs
+        try:
+            self._wait_until_up(say or (lambda line: None))
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _wait_until_up(self, say: Callable[[str], None]) -> None:
+        """Every actor answering, each whose process died before it ever ran started again
+        (at most START_DEATHS_ALLOWED); an actor whose own start raised fails the fleet."""
+        waiting: dict[Any, tuple[str, int]] = {}  # ready() -> ("spare" | "slot", index)
+
+        def watch(place: tuple[str, int]) -> None:
+            kind, index = place
+            actor = self.spares[index] if kind == "spare" else self.slots[index].actor
+            waiting[actor.ready.remote()] = place
+
+        for index in range(len(self.spares)):
+            watch(("spare", index))
+        for slot in self.slots:
+            watch(("slot", slot.index))
+        total, up, deaths = len(waiting), 0, 0
         while waiting:
-            _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=READY_REPORT_S)
-            if say is not None:
-                say(f"stream workers: {len(refs) - len(waiting)}/{len(refs)} up "
-                    f"({SPARES} spares)")
-        ray.get(refs)  # an actor that failed to start raises here
+            answered, _ = ray.wait(list(waiting), num_returns=len(waiting),
+                                   timeout=READY_REPORT_S)
+            for ref in answered:
+                kind, index = waiting.pop(ref)
+                try:
+                    ray.get(ref)
+                except ray.exceptions.ActorDiedError as error:
+                    if error.actor_init_failed or deaths == START_DEATHS_ALLOWED:
+                        raise
+                    deaths += 1
+                    say(f"stream workers: a {kind} worker's process died before it ran; "
+                        f"starting another ({deaths} of at most {START_DEATHS_ALLOWED})")
+                    fresh = self._new_actor()
+                    if kind == "spare":
+                        self.spares[index] = fresh
+                    else:
+                        self._install(self.slots[index], fresh)
+                    watch((kind, index))
+                    continue
+                up += 1
+            say(f"stream workers: {up}/{total} up ({SPARES} spares)")
 
     def actors(self) -> list[Any]:
         return [slot.actor for slot in self.slots]
 
     def _new_actor(self) -> Any:
         return start_actor(
-            StreamWorker,
+            self.worker_class,
             self.batch_size,
             self.hidden,
             self.parameter_server,
