@@ -98,6 +98,50 @@ def test_scheduled_decisions_keep_to_the_interval_grid_when_the_loop_comes_late(
         pytest.approx(0.5)
 
 
+def test_a_run_decides_at_its_start_then_on_the_interval_grid(tmp_path: Path) -> None:
+    # the decision at t = 0 is the grid's first: the loop does not take another at once (the
+    # lab's would come a few milliseconds in, when a run at its start is already behind its
+    # line and uniform-progress calls for on-demand where the simulator's waits)
+    policy = write_policy(tmp_path, "class Mine:\n    times = ()\n"
+                                    "    def decide(self, state):\n"
+                                    "        self.times = (*self.times, state.time_s)\n"
+                                    "        return ()\n")
+    outcome = replay(policy, job(policies=(policy,), adapt_interval_s=1.0), PRICES)
+    assert outcome.finish_s == pytest.approx(6.0)
+    assert outcome.engine.policy.times == pytest.approx((0.0, 1.0, 2.0, 3.0, 4.0, 5.0))
+
+
+def test_a_policy_whose_answer_changed_who_holds_spot_is_asked_again_at_once(
+        tmp_path: Path) -> None:
+    # one spot instance exists; at 2 s the policy moves both workers to spot, which leaves
+    # one of them without an instance: it hears so at 2 s, not at the next event (3 s); the
+    # lab does the same (Engine.asks_again)
+    policy = write_policy(tmp_path, "class Mine:\n    seen = ()\n"
+                                    "    def decide(self, state):\n"
+                                    "        self.seen = (*self.seen, (state.time_s, "
+                                    "sum(state.spot_up)))\n"
+                                    "        return range(state.workers) "
+                                    "if state.time_s >= 2 else ()\n")
+    config = job(workers=2, batches=20, policies=(policy,), adapt_interval_s=1.0)
+    outcome = replay(policy, config, PRICES, trace((1,) * 64), 0)
+    assert outcome.engine.policy.seen[:5] == ((0.0, 2), (1.0, 2), (2.0, 2), (2.0, 1),
+                                              (3.0, 1))
+
+
+def test_the_lab_wakes_when_a_capacity_tick_begins_or_its_notice_comes_due() -> None:
+    # ticks of 4 s: without a lead time the next moment is the next tick's start; with a
+    # lead of 2 s, also each tick's notice 2 s before it
+    ticks = trace((2, 1) * 8, gap_s=4.0)
+    plain = Engine("on-demand", job(), ticks, 0)
+    assert plain.next_capacity_moment_s(0.3) == pytest.approx(4.0)
+    assert plain.next_capacity_moment_s(4.0) == pytest.approx(8.0)
+    noticed = Engine("on-demand", job(warning_s=2.0), ticks, 0)
+    assert noticed.next_capacity_moment_s(0.3) == pytest.approx(2.0)
+    assert noticed.next_capacity_moment_s(2.5) == pytest.approx(4.0)
+    assert noticed.next_capacity_moment_s(4.0) == pytest.approx(6.0)
+    assert Engine("on-demand", job()).next_capacity_moment_s(0.3) == float("inf")
+
+
 def test_on_demand_finishes_when_the_batches_do_and_pays_for_every_worker() -> None:
     # every worker makes a batch at 2, 4, 6 s: 10 batches need the third round
     outcome = replay("on-demand", job(), PRICES)

@@ -27,6 +27,14 @@ from workloads.common.spot_market.preemption import MarkovAvailability
 from workloads.doll.options import DollJob
 from workloads.doll.policies import PolicyState, checked_spot_set, make_policy, policy_name
 
+ASKS_PER_MOMENT = 4
+"""A policy whose own answer changed who holds a spot instance (it asked for more spot
+workers than the capacity has, or a notice came with them) is asked again at once, up to
+this many asks in all, in the lab and the simulator alike: without it the lab asked again
+at its loop's next step and the simulator at its next event, and at a run's start,
+uniform-progress with no spot capacity waited in one and, a few milliseconds behind its
+line, took on-demand in the other."""
+
 
 class PolicyFailed(RunFailed):
     """A policy's own run failed (its decide raised, answered badly or too late, or its
@@ -158,6 +166,19 @@ class Engine:
             assert self.capacity is not None
             self._tick_now, self._tick = now, self.capacity.tick_at(now)
         return self._tick
+
+    def next_capacity_moment_s(self, now: float) -> float:
+        """Under a capacity trace, the next time after `now` a tick begins or a notice of
+        one comes due (its start less the lead time); math.inf without a trace. The lab's
+        loop wakes then, as the simulator does, rather than at its next step."""
+        replay = self.capacity
+        if replay is None:
+            return math.inf
+        following = replay.tick_start(replay.tick_at(now) + 1)
+        if self.warning_s > 0:
+            following = min(following, replay.tick_start(replay.tick_at(now + self.warning_s)
+                                                         + 1) - self.warning_s)
+        return following
 
     def update_capacity(self, now: float) -> None:
         if self.capacity is not None:
@@ -418,12 +439,24 @@ class Engine:
                     observed: tuple[float, ...] | None) -> None:
         """The policy's decide(state), called directly (the simulator: the run's time limit
         is checked around the whole run); what it raises fails its own run."""
-        state = self.state(now, price_changed, processed, observed)
-        try:
-            answer = self.policy.decide(state)
-        except Exception as error:  # noqa: BLE001 - the policy's: reported as its failure
-            raise PolicyFailed(self.failure(now, raised(error))) from None
-        self.decided(now, answer)
+        asked = 0
+        while True:
+            state = self.state(now, price_changed, processed, observed)
+            try:
+                answer = self.policy.decide(state)
+            except Exception as error:  # noqa: BLE001 - the policy's: reported as its failure
+                raise PolicyFailed(self.failure(now, raised(error))) from None
+            self.decided(now, answer)
+            asked += 1
+            if not self.asks_again(asked):
+                return
+            price_changed = False
+
+    def asks_again(self, asked: int) -> bool:
+        """The policy's answer changed who holds a spot instance: ask it again now (see
+        ASKS_PER_MOMENT; never under Can't Be Late's rules, which decide once per tick)."""
+        return self.availability_changed and not self.cant_be_late \
+            and asked < ASKS_PER_MOMENT
 
     def failure(self, now: float, reason: str) -> str:
         return f"policy {self.name} failed at t={now:.1f}s: {reason}"

@@ -37,6 +37,7 @@ class SyncParameterServer:
         self.evaluator = evaluator
         self.processed = 0
         self.applied: set[tuple[str, int]] = set()
+        self.announced = 0
         self.skipped = 0
         self.duplicates = 0
         self.updates: list[dict[str, float]] = []
@@ -45,10 +46,18 @@ class SyncParameterServer:
         self.updater = asyncio.get_running_loop().create_task(self._run())
 
     async def batch_ready(self, worker_key: str, batch_id: int, worker: Any) -> None:
+        self.announced += 1
         self.ready.put_nowait((worker_key, batch_id, worker))
 
     async def progress(self) -> int:
         return self.processed
+
+    async def received(self) -> int:
+        """Batches whose data the workers received: every one announced, but those whose
+        worker lost it before its gradient was asked (skipped) or that came twice. The
+        simulator counts the same (it models the data, not the learning); processed lags
+        it by the updates not yet gathered or applied."""
+        return self.announced - self.skipped - self.duplicates
 
     async def wait_done(self) -> None:
         await self.done.wait()

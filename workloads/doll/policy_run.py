@@ -1,6 +1,8 @@
 """One policy's run in the lab: the engine (engine.py: schedule, notices, decisions,
 billing, deadline) driven on the wall clock, with Ray actors receiving the data and the
-parameter server counting the batches processed, until J are.
+parameter server counting the batches processed, until J are. The policy's progress
+(`batches_done`) is the data received, in whole K-batch updates, as the simulator counts
+it: the parameter server's processed count lags it by the updates not yet gathered.
 
 It runs in the driver, on the event loop, and talks to the actors only by messages, so a
 worker that dies for real never stops it: that slot counts as preempted until a fresh actor
@@ -58,7 +60,7 @@ class PolicyRun(Engine):
         self.say = say
         self.observed: tuple[float, ...] | None = None
         self.reported_tenths = -1
-        self.processed = 0
+        self.batches_done = 0
         self.timeline: list[dict[str, Any]] = []
 
     # --- the loop -------------------------------------------------------------------------
@@ -91,7 +93,8 @@ class PolicyRun(Engine):
         config = self.config
         done = asyncio.wrap_future(ps.wait_done.remote().future())
         ticks = 0
-        next_status = 0.0
+        next_status = self.next_status_s(0.0)  # run() took the one at 0
+        capacity_moment = self.next_capacity_moment_s(0.0)
         last_row = -math.inf
         self._apply_states(0.0)
         while True:
@@ -99,13 +102,18 @@ class PolicyRun(Engine):
             price_changed = await self._replay_prices(now)
             self.bill(now)
             due = int(now / config.refresh_s)
+            if now >= capacity_moment and ticks >= due:
+                self.step(now)  # a capacity tick or notice between two steps
             while ticks < due:
                 self.step(now)
                 ticks += 1
+            if now >= capacity_moment:
+                capacity_moment = self.next_capacity_moment_s(now)
             self._watch_lost(now)
             scheduled = now >= next_status
             if self.decision_due(now, scheduled, price_changed):
-                self.processed = await ps.progress.remote()
+                received = await ps.received.remote()
+                self.batches_done = config.k * (min(received, config.batches) // config.k)
                 if scheduled or price_changed:
                     self._report_progress(now)
                     self.observed = await self._observe()
@@ -115,7 +123,8 @@ class PolicyRun(Engine):
             if changed or now - last_row >= TIMELINE_EVERY_S:
                 self._timeline_row(now)
                 last_row = now
-            sleep_s = max((ticks + 1) * config.refresh_s - self._now(), 0.0)
+            wake = min((ticks + 1) * config.refresh_s, capacity_moment, next_status)
+            sleep_s = max(wake - self._now(), 0.0)
             finished, _ = await asyncio.wait({done}, timeout=sleep_s)
             if finished:
                 break
@@ -142,8 +151,19 @@ class PolicyRun(Engine):
 
     async def _decide(self, now: float, price_changed: bool) -> None:
         """The policy's decide(state), in a thread of its own, within the decision interval;
-        its answer taken by the engine."""
-        state = self.state(now, price_changed, self.processed, self.observed)
+        its answer taken by the engine, and asked again at once while its answer changed
+        who holds a spot instance (Engine.asks_again)."""
+        asked = 0
+        while True:
+            value = await self._ask(self.state(now, price_changed, self.batches_done,
+                                               self.observed), now)
+            self.decided(now, value)
+            asked += 1
+            if not self.asks_again(asked):
+                return
+            price_changed = False
+
+    async def _ask(self, state: Any, now: float) -> Any:
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
         decide = self.policy.decide
 
@@ -169,16 +189,16 @@ class PolicyRun(Engine):
                 f"{limit:g} s)")) from None
         if kind == "raised":
             raise PolicyFailed(self.failure(now, raised(value)))
-        self.decided(now, value)
+        return value
 
     def _report_progress(self, now: float) -> None:
-        """One line per tenth of the batches processed."""
-        done_fraction = self.processed / self.config.batches
+        """One line per tenth of the batches received."""
+        done_fraction = self.batches_done / self.config.batches
         if int(done_fraction * 10) > self.reported_tenths:
             self.reported_tenths = int(done_fraction * 10)
             capacity = "" if self.capacity_now is None else f" capacity={self.capacity_now}"
             self.say(
-                f"[{self.name}] {self.processed}/{self.config.batches} batches "
+                f"[{self.name}] {self.batches_done}/{self.config.batches} batches "
                 f"({done_fraction:.0%}) t={now:.1f}s of deadline {self.deadline_s:.1f}s "
                 f"cost=${self.meter.cost:.5f} spot={len(self.spot)}/{self.config.workers} "
                 f"running={sum(s.up for s in self.fleet.slots)}{capacity}"

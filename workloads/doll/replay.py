@@ -254,7 +254,7 @@ class Simulation:
         engine.price = self.prices.price_at(0.0)
         engine.update_capacity(0.0)
         engine.decide_here(0.0, False, 0, None)
-        now, next_status, version, change = 0.0, 0.0, -1, math.inf
+        now, next_status, version, change = 0.0, engine.next_status_s(0.0), -1, math.inf
         while True:
             price_changed = self._replay_prices(now) if self.prices_change else False
             engine.bill(now)
