@@ -25,7 +25,7 @@ from workloads.doll.engine import Engine, Lookahead, PolicyFailed
 from workloads.doll.options import SimOptions
 from workloads.doll.policies import PolicyState
 from workloads.doll.policy_run import PolicyRun
-from workloads.doll.replay import replay
+from workloads.doll.replay import ExponentialStreams, Streams, replay
 from workloads.doll.sim import batch_means_interval, batches_of, simulate
 from workloads.doll.stream import arrival_generator, batch_arrivals, worker_seed
 
@@ -140,6 +140,53 @@ def test_the_lab_wakes_when_a_capacity_tick_begins_or_its_notice_comes_due() -> 
     assert noticed.next_capacity_moment_s(2.5) == pytest.approx(4.0)
     assert noticed.next_capacity_moment_s(4.0) == pytest.approx(6.0)
     assert Engine("on-demand", job()).next_capacity_moment_s(0.3) == float("inf")
+
+
+@pytest.mark.parametrize("stopping, kept", [(0, 1), (1, 2)])
+def test_a_worker_that_stops_loses_the_batches_no_update_took_yet(
+        stopping: int, kept: int) -> None:
+    # K = 4; batches of 2 points: worker 0 (1 point/s) completes at 2 and 4 s, worker 1
+    # (0.5 point/s) at 4 s; at 5 s the three wait for a fourth, and a stop loses its own
+    streams = Streams([1.0, 0.5], 2, keep_backlog=False, k=4)
+    streams.set_producing([True, True])
+    streams.advance(5.0)
+    assert streams.done == 3
+    streams.set_producing([index != stopping for index in range(2)])
+    assert streams.done == kept
+    assert streams.lost == 3 - kept
+
+
+def test_batches_an_update_took_are_not_lost_and_a_kept_stream_loses_none() -> None:
+    # by 8.5 s worker 0 completed 2, 4, 6, 8 and worker 1 4, 8: the first four (2, 4, 4, 6)
+    # made an update; 8 and 8 wait, one of them worker 1's
+    streams = Streams([1.0, 0.5], 2, keep_backlog=False, k=4)
+    streams.set_producing([True, True])
+    streams.advance(8.5)
+    assert streams.done == 6
+    streams.set_producing([True, False])
+    assert (streams.done, streams.lost) == (5, 1)
+    kept = Streams([1.0, 0.5], 2, keep_backlog=True, k=4)
+    kept.set_producing([True, True])
+    kept.advance(5.0)
+    kept.set_producing([False, False])
+    assert (kept.done, kept.lost) == (3, 0)
+
+
+def test_exponential_streams_lose_the_same_held_batches_by_their_own_gaps() -> None:
+    # the gap draws decide when each batch completes; the newest done % K are lost with
+    # their worker, whichever worker completed them
+    streams = ExponentialStreams([1.0, 1.0], 2, keep_backlog=False, seed=6, k=4)
+    lengths = [list(streams.lengths[i]) + [streams._length(i, a) for a in range(1, 6)]
+               for i in range(2)]
+    streams.set_producing([True, True])
+    streams.advance(7.0)
+    ends = sorted((sum(lengths[i][:n + 1]), i) for i in range(2) for n in range(6)
+                  if sum(lengths[i][:n + 1]) <= 7.0)
+    assert streams.done == len(ends)
+    waiting = ends[len(ends) - len(ends) % 4:]
+    streams.set_producing([False, True])
+    assert streams.lost == sum(1 for _, index in waiting if index == 0) == 1
+    assert streams.done == len(ends) - streams.lost
 
 
 def test_on_demand_finishes_when_the_batches_do_and_pays_for_every_worker() -> None:

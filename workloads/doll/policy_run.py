@@ -1,8 +1,8 @@
 """One policy's run in the lab: the engine (engine.py: schedule, notices, decisions,
 billing, deadline) driven on the wall clock, with Ray actors receiving the data and the
 parameter server counting the batches processed, until J are. The policy's progress
-(`batches_done`) is the data received, in whole K-batch updates, as the simulator counts
-it: the parameter server's processed count lags it by the updates not yet gathered.
+(`batches_done`) is the batches of data received, as the simulator counts it: the
+parameter server's processed count lags it by the K-batch update being gathered.
 
 It runs in the driver, on the event loop, and talks to the actors only by messages, so a
 worker that dies for real never stops it: that slot counts as preempted until a fresh actor
@@ -112,8 +112,7 @@ class PolicyRun(Engine):
             self._watch_lost(now)
             scheduled = now >= next_status
             if self.decision_due(now, scheduled, price_changed):
-                received = await ps.received.remote()
-                self.batches_done = config.k * (min(received, config.batches) // config.k)
+                self.batches_done = min(await ps.received.remote(), config.batches)
                 if scheduled or price_changed:
                     self._report_progress(now)
                     self.observed = await self._observe()

@@ -38,12 +38,24 @@ from workloads.doll.stream import arrival_generator, batch_arrivals, worker_seed
 
 class Streams:
     """The workers' streams: points of the batch being collected, batches done, and what
-    arrived while up (for λ̂)."""
+    arrived while up (for λ̂).
 
-    def __init__(self, rates: list[float], batch_size: int, keep_backlog: bool) -> None:
+    As in the lab, a batch counts once its worker holds it, and a worker that stops (its
+    stream not kept) loses the batches it holds that are not yet in a K-batch update: the
+    parameter server gathers the first K batches announced, so those are the newest
+    `done % K` the fleet completed (the lab skips them when it asks for their gradients)."""
+
+    def __init__(self, rates: list[float], batch_size: int, keep_backlog: bool,
+                 k: int = 1) -> None:
         self.rates = rates
         self.batch_size = batch_size
         self.keep_backlog = keep_backlog
+        self.k = k
+        self.clock = 0.0
+        self.held: list[deque[float]] = [deque(maxlen=k - 1) for _ in rates] \
+            if k > 1 and not keep_backlog else []
+        """Per worker, when it completed its newest batches (as many as an update lacks)."""
+        self.lost = 0
         self.partial = [0.0] * len(rates)
         self.done = 0
         self.arrived = [0.0] * len(rates)
@@ -57,15 +69,31 @@ class Streams:
         """Who receives data from now on; a worker that stops loses its partial batch,
         unless the stream keeps it (with its backlog)."""
         if not self.keep_backlog:
-            for index, (was, now) in enumerate(zip(self.producing, producing, strict=True)):
-                if was and not now:
-                    self.partial[index] = 0.0
+            stopped = [index for index, (was, now)
+                       in enumerate(zip(self.producing, producing, strict=True))
+                       if was and not now]
+            for index in stopped:
+                self.partial[index] = 0.0
+            if stopped and self.held:
+                self._lose_held(stopped)
         self.producing = producing
         self.producers = [index for index, on in enumerate(producing) if on]
         self.waiting = [index for index, on in enumerate(producing) if not on]
 
+    def _lose_held(self, stopped: list[int]) -> None:
+        """The stopped workers' batches among the newest `done % K`: lost."""
+        waiting = self.done % self.k
+        if waiting:
+            newest = heapq.nlargest(waiting, ((at, index) for index, times
+                                              in enumerate(self.held) for at in times))
+            lost = sum(1 for _, index in newest if index in stopped)
+            self.done -= lost
+            self.lost += lost
+        for index in stopped:
+            self.held[index].clear()
+
     def advance(self, span_s: float) -> None:
-        size, rates, partial = self.batch_size, self.rates, self.partial
+        size, rates, partial, held = self.batch_size, self.rates, self.partial, self.held
         for index in self.producers:
             points = rates[index] * span_s
             self.arrived[index] += points
@@ -73,7 +101,12 @@ class Streams:
             total = partial[index] + points
             batches = int(total // size)
             self.done += batches
+            if held and batches:
+                for batch in range(max(batches - self.k + 1, 0), batches):
+                    held[index].append(self.clock
+                                       + ((batch + 1) * size - partial[index]) / rates[index])
             partial[index] = total - batches * size
+        self.clock += span_s
         if self.keep_backlog:
             for index in self.waiting:
                 partial[index] += rates[index] * span_s  # kept for whoever reads it next
@@ -127,8 +160,8 @@ class ExponentialStreams(Streams):
     worker draws new gaps for the batch it collects after an outage."""
 
     def __init__(self, rates: list[float], batch_size: int, keep_backlog: bool,
-                 seed: int) -> None:
-        super().__init__(rates, batch_size, keep_backlog)
+                 seed: int, k: int = 1) -> None:
+        super().__init__(rates, batch_size, keep_backlog, k)
         self.generators = [arrival_generator(worker_seed(seed, index))
                            for index in range(len(rates))]
         self.lengths: list[deque[float]] = [deque((self._draw(index),))
@@ -152,19 +185,25 @@ class ExponentialStreams(Streams):
         return lengths[ahead]
 
     def advance(self, span_s: float) -> None:
-        rates, partial = self.rates, self.partial
+        rates, partial, held = self.rates, self.partial, self.held
         for index in self.producers:
             points = rates[index] * span_s
             self.arrived[index] += points
             self.up_s[index] += span_s
             total = partial[index] + points
             lengths = self.lengths[index]
+            reached = -partial[index]  # points into the span where the batch completes
             while total >= lengths[0]:
-                total -= lengths.popleft()
+                length = lengths.popleft()
+                total -= length
                 self.done += 1
+                if held:
+                    reached += length
+                    held[index].append(self.clock + reached / rates[index])
                 if not lengths:
                     lengths.append(self._draw(index))
             partial[index] = total
+        self.clock += span_s
         if self.keep_backlog:
             for index in self.waiting:
                 partial[index] += rates[index] * span_s
@@ -187,10 +226,10 @@ class ExponentialStreams(Streams):
 
 
 def streams_for(rates: list[float], batch_size: int, keep_backlog: bool, arrivals: str,
-                seed: int) -> Streams:
+                seed: int, k: int = 1) -> Streams:
     if arrivals == "exponential":
-        return ExponentialStreams(rates, batch_size, keep_backlog, seed)
-    return Streams(rates, batch_size, keep_backlog)
+        return ExponentialStreams(rates, batch_size, keep_backlog, seed, k)
+    return Streams(rates, batch_size, keep_backlog, k)
 
 
 class PolicyTimeLimit(BaseException):
@@ -242,7 +281,7 @@ class Simulation:
         self.prices = prices
         self.prices_change = prices.loop_s > 0
         self.streams = streams_for(engine.rates, config.batch_size, engine.stand_ins_on,
-                                   arrivals, config.seed)
+                                   arrivals, config.seed, config.k)
         self.needed = config.k * -(-config.batches // config.k)
         self.observed: tuple[float, ...] | None = None
         self.ticks = 0  # capacity ticks stepped (or chain steps)
@@ -264,8 +303,8 @@ class Simulation:
                 if scheduled or price_changed:
                     self.observed = streams.observed(homogeneous, config.rate)
                     next_status = engine.next_status_s(now)
-                processed = config.k * (streams.done // config.k)
-                engine.decide_here(now, price_changed, processed, self.observed)
+                engine.decide_here(now, price_changed, min(streams.done, config.batches),
+                                   self.observed)
             if engine.version != version or now >= change:
                 version = engine.version
                 streams.set_producing([engine.producing(i, now) for i in workers])
