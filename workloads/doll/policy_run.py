@@ -150,17 +150,10 @@ class PolicyRun(Engine):
 
     async def _decide(self, now: float, price_changed: bool) -> None:
         """The policy's decide(state), in a thread of its own, within the decision interval;
-        its answer taken by the engine, and asked again at once while its answer changed
-        who holds a spot instance (Engine.asks_again)."""
-        asked = 0
-        while True:
-            value = await self._ask(self.state(now, price_changed, self.batches_done,
-                                               self.observed), now)
-            self.decided(now, value)
-            asked += 1
-            if not self.asks_again(asked):
-                return
-            price_changed = False
+        its answer taken by the engine (asked again at once while its answer changed who
+        holds a spot instance: Engine.asks)."""
+        for state in self.asks(now, price_changed, self.batches_done, self.observed):
+            self.decided(now, await self._ask(state, now))
 
     async def _ask(self, state: Any, now: float) -> Any:
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
