@@ -115,7 +115,7 @@ def test_a_policy_whose_answer_changed_who_holds_spot_is_asked_again_at_once(
         tmp_path: Path) -> None:
     # one spot instance exists; at 2 s the policy moves both workers to spot, which leaves
     # one of them without an instance: it hears so at 2 s, not at the next event (3 s); the
-    # lab does the same (Engine.asks)
+    # lab does the same (Engine.asks_again)
     policy = write_policy(tmp_path, "class Mine:\n    seen = ()\n"
                                     "    def decide(self, state):\n"
                                     "        self.seen = (*self.seen, (state.time_s, "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator
 from typing import Any
 
 from vocab.errors import RunFailed
@@ -439,24 +438,24 @@ class Engine:
     def decide_here(self, now: float, price_changed: bool, processed: int,
                     observed: tuple[float, ...] | None) -> None:
         """The policy's decide(state), called directly (the simulator: the run's time limit
-        is checked around the whole run); what it raises fails its own run."""
-        for state in self.asks(now, price_changed, processed, observed):
+        is checked around the whole run), asked again while `asks_again`; what it raises
+        fails its own run."""
+        for _ in range(ASKS_PER_MOMENT):
+            state = self.state(now, price_changed, processed, observed)
             try:
                 answer = self.policy.decide(state)
             except Exception as error:  # noqa: BLE001 - the policy's: reported as its failure
                 raise PolicyFailed(self.failure(now, raised(error))) from None
             self.decided(now, answer)
-
-    def asks(self, now: float, price_changed: bool, processed: int,
-             observed: tuple[float, ...] | None) -> Iterator[PolicyState]:
-        """The states to ask the policy about at this moment, each answer taken (`decided`)
-        before the next: another while its answer changed who holds a spot instance (see
-        ASKS_PER_MOMENT; never under Can't Be Late's rules, which decide once per tick)."""
-        for _ in range(ASKS_PER_MOMENT):
-            yield self.state(now, price_changed, processed, observed)
-            if not self.availability_changed or self.cant_be_late:
+            if not self.asks_again():
                 return
             price_changed = False
+
+    def asks_again(self) -> bool:
+        """The policy's last answer changed who holds a spot instance: ask it again at the
+        same moment (up to ASKS_PER_MOMENT asks; never under Can't Be Late's rules, which
+        decide once per tick)."""
+        return self.availability_changed and not self.cant_be_late
 
     def failure(self, now: float, reason: str) -> str:
         return f"policy {self.name} failed at t={now:.1f}s: {reason}"

@@ -23,7 +23,7 @@ from typing import Any
 
 from workloads.common.spot_market.capacity import CapacityTrace
 from workloads.doll.allocation import cost_bound, predicted_cost_ratio
-from workloads.doll.engine import Engine, PolicyFailed, raised
+from workloads.doll.engine import ASKS_PER_MOMENT, Engine, PolicyFailed, raised
 from workloads.doll.estimation import estimated_rates
 from workloads.doll.fleet import Fleet
 from workloads.doll.options import DollOptions
@@ -150,10 +150,13 @@ class PolicyRun(Engine):
 
     async def _decide(self, now: float, price_changed: bool) -> None:
         """The policy's decide(state), in a thread of its own, within the decision interval;
-        its answer taken by the engine (asked again at once while its answer changed who
-        holds a spot instance: Engine.asks)."""
-        for state in self.asks(now, price_changed, self.batches_done, self.observed):
+        its answer taken by the engine, and asked again while `asks_again`."""
+        for _ in range(ASKS_PER_MOMENT):
+            state = self.state(now, price_changed, self.batches_done, self.observed)
             self.decided(now, await self._ask(state, now))
+            if not self.asks_again():
+                return
+            price_changed = False
 
     async def _ask(self, state: Any, now: float) -> Any:
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
