@@ -113,10 +113,10 @@ def _percent(value: Any) -> str:
     return f"{value:.1%}"
 
 
-def _interval(key: str) -> Callable[[dict[str, Any]], Any]:
+def _interval(key: str, percent: bool = False) -> Callable[[dict[str, Any]], Any]:
     def read(row: dict[str, Any]) -> str:
         low, high = row[key]
-        return f"{low:.3f}–{high:.3f}"
+        return f"{low:.1%}–{high:.1%}" if percent else f"{low:.3f}–{high:.3f}"
     return read
 
 
@@ -139,7 +139,7 @@ HEADLINES: dict[str, Headline] = {
         columns=(Value("cost ratio", "cost_ratio", _number(3)),
                  Value("95 % interval", _interval("cost_ratio_ci95")),
                  Value("deadline missed", "deadline_miss_rate", _percent),
-                 Value("95 % interval", _interval("deadline_miss_rate_ci95")),
+                 Value("95 % interval", _interval("deadline_miss_rate_ci95", percent=True)),
                  Value("finish/deadline p50", "finish_over_deadline.p50", _number(3)),
                  Value("runs (failed)", _runs)),
     ),

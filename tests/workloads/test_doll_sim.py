@@ -398,6 +398,10 @@ def test_overlapping_windows_count_once_in_the_interval() -> None:
     assert mean == pytest.approx(2.0) and interval is not None
     assert interval[0] < 2.0 < interval[1]
     assert batch_means_interval([[1.0, 2.0, 3.0]]) == (2.0, None)  # one window: no interval
+    # a rate near 0 (one miss in 40 runs): its interval stays within [0, 1]
+    rate, bounds = batch_means_interval([[1.0]] + [[0.0]] * 39, within=(0.0, 1.0))
+    assert rate == pytest.approx(0.025) and bounds is not None
+    assert bounds[0] == 0.0 and 0.025 < bounds[1] < 1.0
 
 
 @pytest.mark.subprocess  # provenance asks git for the commit

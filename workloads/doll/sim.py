@@ -171,10 +171,13 @@ def run_group(options: SimOptions, prices: PriceTrace, trace: CapacityTrace | No
 # --- the summary ------------------------------------------------------------------------------
 
 
-def batch_means_interval(values_by_batch: list[list[float]]) -> tuple[float, list[float] | None]:
+def batch_means_interval(values_by_batch: list[list[float]],
+                         within: tuple[float, float] = (-math.inf, math.inf),
+                         ) -> tuple[float, list[float] | None]:
     """The mean of every value and its 95 % interval from the batch means (Student's t over
-    the batches, which are taken as independent; the runs inside one are not); None with
-    fewer than two batches."""
+    the batches, which are taken as independent; the runs inside one are not), cut to the
+    range the values can take (`within`: a rate's interval does not reach below 0); None
+    with fewer than two batches."""
     values = [value for batch in values_by_batch for value in batch]
     mean = statistics.fmean(values)
     means = [statistics.fmean(batch) for batch in values_by_batch if batch]
@@ -183,7 +186,7 @@ def batch_means_interval(values_by_batch: list[list[float]]) -> tuple[float, lis
     from scipy.stats import t  # not at import: invoke reads the task list
 
     half = float(t.ppf(0.975, len(means) - 1)) * statistics.stdev(means) / math.sqrt(len(means))
-    return mean, [mean - half, mean + half]
+    return mean, [max(mean - half, within[0]), min(mean + half, within[1])]
 
 
 def batches_of(rows: list[dict[str, Any]], window_ticks: dict[str, int]
@@ -215,7 +218,7 @@ def summarize(rows: list[dict[str, Any]], window_ticks: dict[str, int]) -> dict[
     groups = batches_of(ran, window_ticks)
     ratio, ratio_ci = batch_means_interval([[r["cost_ratio"] for r in g] for g in groups])
     missed, missed_ci = batch_means_interval(
-        [[0.0 if r["deadline_met"] else 1.0 for r in g] for g in groups])
+        [[0.0 if r["deadline_met"] else 1.0 for r in g] for g in groups], within=(0.0, 1.0))
     finish = [r["finish_s"] / r["deadline_s"] for r in ran]
     hours = [r["finish_hours"] for r in ran]
     return {
