@@ -148,6 +148,13 @@ def other_labs(lab_id: str) -> list[dict[str, str]]:
                   key=lambda lab: lab["lab_id"])
 
 
+def ports_of_other_labs(lab_id: str) -> set[int]:
+    """Every port another recorded lab handed to its nodes: a port a node was given but has
+    not bound (or never binds, as some roles' ports) looks free to a second lab."""
+    return {int(port) for state in readable_states() if state.get("lab_id") != lab_id
+            for node in state.get("nodes", []) for port in node.get("ports", {}).values()}
+
+
 def readable_states() -> list[dict[str, Any]]:
     """The state of every recorded lab whose record can be read (corrupt ones skipped)."""
     states = []

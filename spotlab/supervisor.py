@@ -50,7 +50,7 @@ from procs import MARKER_ENV
 from spotlab.capacity import Interruption, SpotCapacity
 from spotlab.config import NodeSpec, SpotLabConfig
 from spotlab.endpoint import NoticeEndpoint
-from spotlab.state import load_state, node_marker, save_state
+from spotlab.state import load_state, node_marker, ports_of_other_labs, save_state
 from vocab.errors import RunFailed, one_line
 from vocab.ports import RayPorts
 from vocab.preemptions import CAUSE_NOTICE, CAUSE_REBALANCE
@@ -332,7 +332,8 @@ class Supervisor:
     def _start_node(self, spec: NodeSpec, replaces: str | None = None,
                     attempt: int = 1) -> Node:
         ports = node_ports({port for node in self.nodes.values()
-                            for port in vars(node.ports).values()})
+                            for port in vars(node.ports).values()}
+                           | ports_of_other_labs(self.lab_id))
         endpoint = NoticeEndpoint(instance_id=spec.name)
         record: dict[str, Any] = {"name": spec.name, "pool": spec.pool, "slot": spec.slot,
                                   "num_cpus": spec.num_cpus, "pid": None,

@@ -29,6 +29,7 @@ from spotlab.state import (
     CorruptRecord,
     lab_temp_dir,
     node_marker,
+    ports_of_other_labs,
     recorded_lab_ids,
     save_state,
     state_path,
@@ -217,3 +218,18 @@ def test_a_half_written_event_does_not_break_the_labs_status(folders: dict[str, 
     (lab_temp_dir("7d0444") / "events.jsonl").write_text(
         '{"event": "join", "node": "head"}\n' + "[" * 5000 + "\n" + '{"event": "noti')
     assert lab_status("7d0444")["events"] == [{"event": "join", "node": "head"}]
+
+
+def test_a_lab_avoids_the_ports_another_lab_handed_to_its_nodes(
+        folders: dict[str, Path]) -> None:
+    # a port a node was given but has not bound looks free to a second lab's supervisor
+    first = spot_record("7a0111", str(folders["spotlabs"]))
+    first["nodes"] = [{"name": "head", "ports": {"gcs": 21001, "metrics_export": 21002}},
+                      {"name": "spot-0", "ports": {"node_manager": 21003}}]
+    save_state(first)
+    second = spot_record("7a0222", str(folders["spotlabs"]))
+    second["nodes"] = [{"name": "head", "ports": {"gcs": 22001}}]
+    save_state(second)
+    spot_record("7a0333", str(folders["spotlabs"]))
+    assert ports_of_other_labs("7a0222") == {21001, 21002, 21003}
+    assert ports_of_other_labs("7a0111") == {22001}
