@@ -49,9 +49,6 @@ class SyncParameterServer:
         self.announced += 1
         self.ready.put_nowait((worker_key, batch_id, worker))
 
-    async def progress(self) -> int:
-        return self.processed
-
     async def received(self) -> int:
         """Batches whose data the workers received: every one announced, but those whose
         worker lost it before its gradient was asked (skipped) or that came twice. The
