@@ -88,7 +88,22 @@ def test_steps_whose_rows_died_with_their_group_still_count_as_done() -> None:
         steps=reports(0, 0, 0, 0, 0.0) + reports(1, 1, 8, 9, 1.0),
         resizes=[join(0, 0, -1.0, -2.0), join(1, 1, 0.5, 0.4), leave(0, 0, 2.0, "lost")]),
         started=0.0, ended=3.0)
-    assert summary["steps_done"] == 10 and summary["lost_steps"] == 0
+    assert summary["steps_done"] == 10 and summary["step_executions"] == 10
+    assert summary["lost_steps"] == 0
+
+
+def test_a_generation_computed_every_step_from_its_first_to_its_newest() -> None:
+    # generation 0: the rows of steps 2..7 died with their group; both groups are lost after
+    # step 12 and generation 1 resumes from the checkpoint of step 10
+    summary = summarize_replicas(ledger(
+        steps=reports(0, 0, 0, 1, 0.0) + reports(1, 1, 0, 1, 0.0) + reports(1, 1, 8, 12, 4.0)
+        + reports(2, 0, 11, 19, 20.0),
+        resizes=[join(0, 0, -1.0, -2.0), join(1, 1, -1.0, -2.0), leave(0, 0, 7.0, "lost"),
+                 leave(1, 1, 7.0, "lost"),
+                 join(2, 0, 15.0, 14.0, generation=1, resumed_from="ck/10")]),
+        started=0.0, ended=30.0)
+    assert summary["steps_done"] == 20
+    assert summary["step_executions"] == 13 + 9 and summary["lost_steps"] == 2  # 11, 12 again
 
 
 def test_a_reports_step_is_torchfts_committed_steps_less_one() -> None:

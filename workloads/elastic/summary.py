@@ -253,9 +253,15 @@ def summarize_replicas(record: dict[str, Any], started: float, ended: float,
     generation = {j["replica_group"]: j.get("generation", 0) for j in joins}
     counts: dict[int, dict[int, Counter[int]]] = defaultdict(lambda: defaultdict(Counter))
     for row in steps:
-        counts[row["step"]][generation.get(row["replica_group"], 0)][row["replica_group"]] += 1
-    executions = {step: sum(max(groups.values()) for groups in by_generation.values())
-                  for step, by_generation in counts.items()}
+        counts[generation.get(row["replica_group"], 0)][row["step"]][row["replica_group"]] += 1
+    # torchft commits a generation's steps in order, so each step from its first to its newest
+    # was computed, also one whose only rows died with a group killed before it sent them
+    # (replicas.py sends rows in batches)
+    executions: Counter[int] = Counter()
+    for by_step in counts.values():
+        for step in range(min(by_step), max(by_step) + 1):
+            groups = by_step.get(step)
+            executions[step] += max(groups.values()) if groups else 1
     notices: dict[int, float] = {}
     for row in sorted(record["notices"], key=lambda n: n["t"]):
         notices.setdefault(row["replica_group"], row["t"])
@@ -281,10 +287,7 @@ def summarize_replicas(record: dict[str, Any], started: float, ended: float,
         "mode": "torchft",
         "total_steps": record.get("total_steps"),
         "step_unit": "step",
-        # torchft commits its steps in order, so every step from the first to the newest was
-        # done, also those only a group killed before it sent its rows (replicas.py sends
-        # them in batches) had reported
-        "steps_done": max(done) - min(done) + 1 if done else 0,
+        "steps_done": len(done),
         "step_executions": sum(executions.values()),
         "completed": not failed and bool(done),
         "lost_steps": sum(count - 1 for count in executions.values()),
