@@ -14,6 +14,7 @@ from workloads.elastic.schedule import (
     GroupView,
     Schedule,
     ScheduleError,
+    fire_if_due,
     parse_schedule,
     spot_node_to_interrupt,
 )
@@ -172,12 +173,26 @@ def test_the_schedule_fires_each_point_on_a_new_group() -> None:
 
 
 def test_a_preemption_request_line_reads_back() -> None:
-    line = preempt_line(2, 3, "start", "ab12" * 14, group=4, steps_done=120)
+    line = preempt_line(2, 3, "start", "ab12" * 14, "worker group 4", steps_done=120)
     request = preempt_request(f"(raylet) {line}")
     assert request is not None
     assert (request.index, request.of, request.point, request.node_id) == (
         2, 3, "start", "ab12" * 14)
     assert preempt_request("elastic: step 120/400 on 3 workers") is None
+
+
+def test_a_point_names_what_runs_on_the_node_it_interrupts() -> None:
+    # survivor mode: the view counts joins and leaves; the line names the replica group
+    schedule = Schedule(parse_schedule("5"))
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
+    view = GroupView(7, ["aa00", "aa03"], first_step_t=0.0, last_step_t=1.0, steps_done=6)
+    fire_if_due(schedule, view, 6, {"aa00", "aa03"}, 1.0, rows.append, lines.append,
+                holder=lambda node: ("replica group", {"aa00": 0, "aa03": 3}[node]))
+    assert [row["group"] for row in rows] == [3] and rows[0]["node_id"] == "aa03"
+    assert lines[0].endswith("(replica group 3, 6 steps done)")
+    request = preempt_request(lines[0])
+    assert request is not None and request.node_id == "aa03"
 
 
 def test_a_notice_handoff_is_retried_as_a_preemption_and_nothing_else_is() -> None:

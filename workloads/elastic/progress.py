@@ -21,10 +21,11 @@ class PreemptRequest:
     node_id: str
 
 
-def preempt_line(index: int, of: int, point: str, node_id: str, group: int,
+def preempt_line(index: int, of: int, point: str, node_id: str, holder: str,
                  steps_done: int) -> str:
+    """`holder`: what runs on the node ("worker group 4", "replica group 3")."""
     return (f"{PREFIX} preemption {index}/{of} ({point}): interrupt node {node_id} "
-            f"(worker group {group}, {steps_done} steps done)")
+            f"({holder}, {steps_done} steps done)")
 
 
 def preempt_request(line: str) -> PreemptRequest | None:

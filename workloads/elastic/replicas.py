@@ -496,5 +496,7 @@ class ReplicaController:
                          progress["last_t"], False, progress["steps_done"])
         spot = {n["NodeID"] for n in nodes
                 if n.get("Labels", {}).get(LABEL_CAPACITY) == CAPACITY_SPOT}
+        on_node = {group.node: group.number for group in groups}
         fire_if_due(self.schedule, view, progress["steps_done"], spot, time.time(),
-                    lambda row: self.ledger.add.remote("schedule", row), self.say)
+                    lambda row: self.ledger.add.remote("schedule", row), self.say,
+                    holder=lambda node: ("replica group", on_node[node]))

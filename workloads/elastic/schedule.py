@@ -137,17 +137,20 @@ def spot_node_to_interrupt(group: GroupView, spot_nodes: Iterable[str],
 
 def fire_if_due(schedule: Schedule, view: GroupView, steps_done: int, spot_nodes: Iterable[str],
                 now: float, record: Callable[[dict[str, Any]], None],
-                say: Callable[[str], None]) -> None:
+                say: Callable[[str], None],
+                holder: Callable[[str], tuple[str, int]] | None = None) -> None:
     """If the next point has come for `view` (the run at `steps_done`), pick the spot node to
     interrupt, record the point (`record`: the run's `schedule` rows) and announce it (`say`:
-    the line the lab's launcher acts on, progress.preempt_line)."""
+    the line the lab's launcher acts on, progress.preempt_line). `holder` names what runs on
+    a node (a kind and its number); without it, the view's worker group."""
     if not schedule.due(view, steps_done, now):
         return
     node = spot_node_to_interrupt(view, spot_nodes, (f.node for f in schedule.fired))
     if node is None:
         return
     fired = schedule.fire(view, node, steps_done, now)
-    record({"t": now, "point": fired.point.text, "index": fired.index, "group": fired.group,
+    kind, number = holder(node) if holder else ("worker group", fired.group)
+    record({"t": now, "point": fired.point.text, "index": fired.index, "group": number,
             "node_id": node, "steps_done": fired.steps_done})
     say(preempt_line(fired.index + 1, len(schedule.points), fired.point.text, node,
-                     fired.group, fired.steps_done))
+                     f"{kind} {number}", fired.steps_done))
