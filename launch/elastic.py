@@ -106,7 +106,7 @@ def run_elastic(
     options.check_files()
     on_lab = not (target.address or target.stack)
     needs = user_requirements(requirements.requirements if requirements else None, on_lab)
-    check_script(options.script_path(), options.function)
+    check_script(options.script_path(), options.function, options.torchft)
     if options.preempt_at and not on_lab:
         show(f"elastic: --preempt-at {options.preempt_at} is carried out on the spot lab "
              f"only; on {target.address or target.stack} the cloud preempts (on a stack, "

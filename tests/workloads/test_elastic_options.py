@@ -112,6 +112,22 @@ def test_the_training_function_is_found_by_name_an_alias_too(
     assert err.startswith("error: --script:") and "train.py" in err
 
 
+def test_torchft_is_asked_for_exactly_when_the_script_imports_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text("import ray.train\n\ndef train_func(config):\n    ray.train.report({})\n")
+    err = one_line_error(capsys, ["-f", str(plain), "--function", "train_func", "--torchft"])
+    assert err.startswith("error: --torchft:") and "plain.py does not import torchft" in err
+    written = tmp_path / "ft.py"
+    written.write_text("def train_func(config):\n    from torchft import Manager\n")
+    err = one_line_error(capsys, ["-f", str(written), "--function", "train_func"])
+    assert err.startswith("error: --torchft:") and "ft.py imports torchft" in err
+    from workloads.elastic.script import check_script
+
+    check_script(written, "train_func", torchft=True)
+    check_script(plain, "train_func", torchft=False)
+
+
 def test_working_dir_must_be_a_folder(capsys: pytest.CaptureFixture[str],
                                       tmp_path: Path) -> None:
     err = one_line_error(capsys, ["-d", str(tmp_path / "gone"), "-f", "train.py"])

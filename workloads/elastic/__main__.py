@@ -14,7 +14,7 @@ from workloads.elastic.script import check_script
 def run(options: ElasticOptions) -> int:
     try:
         options.check_files()
-        check_script(options.script_path(), options.function)
+        check_script(options.script_path(), options.function, options.torchft)
     except UserError as error:
         return fail(error)
     from workloads.elastic.experiment import run_experiment

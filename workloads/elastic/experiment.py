@@ -226,7 +226,7 @@ def train_replicas(options: ElasticOptions, name: str, storage: str, filesystem:
 def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
     """Train, account for every step, write the results (also when Ray Train gave up: the
     summary says how far it got, and why in `error`); returns the summary."""
-    check_script(options.script_path(), options.function)
+    check_script(options.script_path(), options.function, options.torchft)
     for key, value in RAY_TRAIN_ENV.items():
         os.environ.setdefault(key, value)  # Ray Train hands them to its controller
     run_id = secrets.token_hex(4)

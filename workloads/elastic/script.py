@@ -3,6 +3,7 @@ every worker from the files shipped with the code (never pickled from the driver
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import sys
@@ -24,8 +25,9 @@ class ScriptError(UserError, ValueError):
     """The script cannot be run: missing, unreadable, or without the training function."""
 
 
-def check_script(path: Path, function: str) -> None:
-    """The script parses and binds `function` at its top level (read, not run)."""
+def check_script(path: Path, function: str, torchft: bool = False) -> None:
+    """The script parses, binds `function` at its top level and imports torchft exactly when
+    it is to run as torchft replica groups (read, not run)."""
     try:
         tree = parsed(path, "--script")
     except UserError as error:
@@ -33,6 +35,25 @@ def check_script(path: Path, function: str) -> None:
     if function not in top_level_names(tree):
         raise ScriptError(f"--function: {path} defines no {function}: name the script's "
                           f"training function with --function")
+    if torchft and not imports_torchft(tree):
+        raise ScriptError(f"--torchft: {path} does not import torchft: survivor mode runs a "
+                          "script written for torchft (its Manager commits each step); "
+                          "without --torchft, Ray Train runs it in restart mode")
+    if imports_torchft(tree) and not torchft:
+        raise ScriptError(f"--torchft: {path} imports torchft: run it with --torchft, as "
+                          "torchft replica groups (without it torchft's Manager finds no "
+                          "lighthouse)")
+
+
+def imports_torchft(tree: ast.Module) -> bool:
+    """Whether the module imports torchft anywhere (at its top or inside a function)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+                alias.name.split(".")[0] == "torchft" for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torchft":
+            return True
+    return False
 
 
 def load_function(script: Path, working_dir: Path | None, function: str,
