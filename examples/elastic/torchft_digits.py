@@ -1,10 +1,10 @@
-"""The digits CNN of digits_cnn.py, written for torchft: one replica group per worker, each
-with its own process group; torchft's Manager decides each step's quorum, so a group that
-leaves (a spot notice) or dies costs the others nothing, and a new group gets the weights and
-optimizer state from a live peer (PGTransport), not from storage. Each group trains a batch
-of its own shard per step, reports every step (`step`: the Manager's committed steps) and
-checkpoints every --checkpoint-every steps, resumed only when every group was lost at once:
-    invoke run-elastic -f examples/elastic/torchft_digits.py --function train_func --torchft
+"""The digits CNN of digits_cnn.py for torchft: one replica group per worker; torchft's Manager
+decides each step's quorum, so a group that leaves (a spot notice) or dies costs the others
+nothing, and a new group gets the weights and optimizer state from a live peer. Each group
+trains a batch of its own shard per step, reports every step (`step`: the Manager's committed
+steps), checkpoints every --checkpoint-every steps (resumed once every group was lost):
+    invoke run-elastic -f examples/elastic/torchft_digits.py --function train_func \
+        --torchft --preempt-at 4s,4s -- --steps 600 --step-time 0.1
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def test_every_group_lost_resumes_from_the_newest_checkpoint(tmp_path: Path) -> 
                                   daemon=True)
         killer.start()
         options = ElasticOptions(script=SCRIPT, function="train_func", torchft=True,
-                                 max_workers=2, preempt_at="", out=str(tmp_path),
+                                 max_workers=2, preempt_at="600s", out=str(tmp_path),
                                  script_args="--steps 40 --checkpoint-every 10")
         summary: dict[str, Any] = run_experiment(options, print)
     finally:
@@ -57,5 +57,8 @@ def test_every_group_lost_resumes_from_the_newest_checkpoint(tmp_path: Path) -> 
     assert summary["preemptions"] == 2  # both lost with their "nodes"
     assert summary["resumed_from_checkpoint"] == 2  # the next generation, both groups
     assert summary["checkpoints_committed"] >= 2
+    # the run ends long before its one --preempt-at point (and has no spot node for it)
+    assert summary["preemption_points_not_reached"] == ["600s"]
+    assert summary["preemption_schedule"] == []
     # the steps since the checkpoint were computed again, and nothing before it
     assert 0 <= summary["lost_steps"] <= summary["step_executions"] - 40

@@ -249,7 +249,12 @@ def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
         ended = time.time()
         record = ray.get(ledger.snapshot.remote())
     summarized = summarize_replicas if options.torchft else summarize
+    unreached = [point.text for point in options.schedule[len(record["schedule"]):]]
+    if unreached:
+        say(f"elastic: --preempt-at: the run ended before {len(unreached)} of its "
+            f"{len(options.schedule)} points ({', '.join(unreached)}): no preemption for them")
     summary = {**summarized(record, started, ended, options.metric, failed=error is not None),
+               "preemption_points_not_reached": unreached,
                "target": options.target,
                "script": options.script_path().name, "function": options.function,
                "on_notice": options.on_notice,
