@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.elastic.replicas import _report_step
+from workloads.elastic.replicas import _report_step, progress_line
 from workloads.elastic.summary import summarize_replicas
 
 
@@ -118,3 +118,11 @@ def test_a_group_lost_before_its_first_step_lost_nothing_of_its_own() -> None:
         resizes=[join(0, 0, -1.0, -2.0), join(1, 1, 2.0, 1.5), leave(1, 1, 4.0, "lost")]),
         started=0.0, ended=10.0)
     assert summary["notices_honoured"] == 1 and summary["notices_during_startup"] == 1
+
+
+def test_the_progress_line_counts_groups_that_train_apart_from_those_starting() -> None:
+    progress = {"steps_done": 265, "stepped": [0, 1, 2, 3], "leaves": 1, "loss": 0.25}
+    assert progress_line(progress, [0, 2, 3, 4]) == (
+        "elastic: step 265 on 3 replica groups, 1 starting, 1 left or lost so far, loss 0.2500")
+    assert progress_line({**progress, "leaves": 0, "loss": None}, [0, 1]) == (
+        "elastic: step 265 on 2 replica groups")

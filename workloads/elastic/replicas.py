@@ -281,6 +281,19 @@ class ReplicaGroup:
 REPLICA_GROUP = ray.remote(ReplicaGroup)
 
 
+def progress_line(progress: dict[str, Any], live: list[int]) -> str:
+    """The run's newest step, the live groups that train (have stepped) and those still
+    starting, the groups that left or were lost so far, the newest loss."""
+    stepped = set(progress["stepped"])
+    training = sum(1 for number in live if number in stepped)
+    starting, gone = len(live) - training, progress["leaves"]
+    loss = progress.get("loss")
+    return (f"{PREFIX} step {progress['steps_done']} on {training} replica groups"
+            + (f", {starting} starting" if starting else "")
+            + (f", {gone} left or lost so far" if gone else "")
+            + (f", loss {loss:.4f}" if isinstance(loss, float) else ""))
+
+
 def replica_group_name(ledger: str, number: int) -> str:
     """A replica group's actor name (the run's ledger's, numbered)."""
     return f"{ledger}-replica-{number}"
@@ -479,10 +492,7 @@ class ReplicaController:
                 or progress["steps_done"] == self._shown_step):
             return
         self._shown_at, self._shown_step = now, progress["steps_done"]
-        loss = progress.get("loss")
-        self.say(f"{PREFIX} step {progress['steps_done']} on {len(self.live)} replica groups "
-                 f"({progress['joins'] - len(self.live)} left or lost)"
-                 + (f", loss {loss:.4f}" if isinstance(loss, float) else ""))
+        self.say(progress_line(progress, [g.number for g in self.live.values()]))
 
     def _preempt(self, progress: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
         if self.schedule.pending is None:
