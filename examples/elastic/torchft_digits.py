@@ -23,14 +23,9 @@ import ray.train
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchft import (
-    DistributedDataParallel,
-    DistributedSampler,
-    Manager,
-    Optimizer,
-    ProcessGroupGloo,
-)
+from torchft import DistributedDataParallel, DistributedSampler, Manager, Optimizer
 from torchft.checkpointing.pg_transport import PGTransport
+from torchft.process_group import ProcessGroupGloo
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -105,6 +100,9 @@ def train_func(config: dict[str, Any]) -> None:
         time.sleep(max(0.0, args.step_time - (time.monotonic() - began)))
         optimizer.step()  # commits only if the quorum's all-reduce succeeded
         step = manager.current_step()
+        if not manager.is_participating():  # healed in this step: the loss above is pre-heal
+            with torch.no_grad():
+                loss = F.cross_entropy(net(x_train[index]), y_train[index])
         metrics = {"step": step, "loss": loss.item(), "replica_groups": manager.num_participants()}
         if step % args.checkpoint_every == 0 or step >= args.steps:
             with torch.no_grad():

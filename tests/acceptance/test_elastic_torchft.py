@@ -41,6 +41,16 @@ def test_survivors_keep_committing_through_two_preemptions(
                (out / "records" / "resizes.jsonl").read_text().splitlines()]
     left = [r for r in resizes if r["event"] == "leave"]
     assert {r["replica_group"] for r in left} == {r["replica_group"] for r in replaced}
+    # the line that asked for each preemption named the group that then left
+    asked = [point["group"] for point in summary["preemption_schedule"]]
+    assert len(asked) == 2 and set(asked) <= {r["replica_group"] for r in replaced}, asked
+    # a new group's first loss is of the weights it healed to, not of its own initial ones
+    steps = [json.loads(line) for line in
+             (out / "records" / "steps.jsonl").read_text().splitlines()]
+    first_loss = steps[0]["loss"]
+    for row in rejoined:
+        own = next(s for s in steps if s["replica_group"] == row["replacement_group"])
+        assert own["loss"] < first_loss / 2, (own, first_loss)
     assert (out / "elastic.png").stat().st_size > 10_000
     kept = (out / "ray-traces.log").read_text()
     assert "Uploading package" in kept
