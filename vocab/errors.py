@@ -27,9 +27,14 @@ class RunFailed(Exception):
     exit_code = 1
 
 
-def one_line(error: BaseException) -> str:
-    """The error's message on one line (whitespace runs folded)."""
-    return " ".join(str(error).split()) or type(error).__name__
+def one_line(error: BaseException, limit: int | None = None) -> str:
+    """The error's message on one line (whitespace runs folded); past `limit` characters its
+    start and its end, where a traceback names the exception that ended it."""
+    line = " ".join(str(error).split()) or type(error).__name__
+    if limit is None or len(line) <= limit:
+        return line
+    head = limit // 3
+    return f"{line[:head]} … {line[-(limit - head - 3):]}"
 
 
 FAILED_PREFIX = "run failed: "

@@ -28,6 +28,7 @@ from typing import Any
 import ray
 from ray.train.torch import TorchTrainer
 
+from vocab.errors import one_line
 from workloads.common import ray_private
 from workloads.common.ray_private import (
     ControllerCallback,
@@ -185,7 +186,7 @@ class RunRecorder(WorkerGroupCallback, ControllerCallback, ReportCallback):  # t
             row.update(error=type(error).__name__, handoff=handed_off(error),
                        preemption=(ray_private.is_preemption_failure(error) or preempted(error)
                                    or handed_off(error)),
-                       message=" ".join(str(error).split())[:300])
+                       message=one_line(error, limit=300))
         self._tell("controller", row)
 
     def _tell(self, method: str, *args: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import ray
 
-from vocab.errors import UserError
+from vocab.errors import UserError, one_line
 from vocab.shared_data import SHARED_ENV, shared_folder
 from vocab.spot import CAPACITY_SPOT, LABEL_CAPACITY
 from workloads.common.provenance import package_version, provenance
@@ -258,7 +258,7 @@ def run_experiment(options: ElasticOptions, say: Say) -> dict[str, Any]:
                "target": options.target,
                "script": options.script_path().name, "function": options.function,
                "on_notice": options.on_notice,
-               "error": None if error is None else " ".join(str(error).split())[:500]}
+               "error": None if error is None else one_line(error, limit=500)}
     writer = ResultsWriter("elastic", options.out, options.s3_endpoint)
     for name in RECORDS:
         writer.add_records(name, [{**row, "t_run": row["t"] - started} for row in record[name]])
