@@ -79,6 +79,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     (["--config", "{nope"], "--config"),
     (["--preempt-at", "10,soon"], "--preempt-at"),
     (["--preempt-at", "0"], "--preempt-at"),
+    (["--preempt-at", "30,start,20"], "--preempt-at"),
     (["--function", "not a name"], "--function"),
     (["--preset", "huge"], "--preset"),
 ])

@@ -53,6 +53,10 @@ def parse_schedule(text: str) -> tuple[Point, ...]:
         if word == START:
             points.append(Point(START))
         elif word.isdigit() and int(word) > 0:
+            earlier = [point.value for point in points if point.kind == "step"]
+            if earlier and int(word) <= max(earlier):
+                raise ScheduleError(f"step {word} comes after step {max(earlier):g}: a run's "
+                                    "steps only grow, so give step points in increasing order")
             points.append(Point("step", int(word)))
         elif seconds and float(seconds[1]) > 0:
             points.append(Point("seconds", float(seconds[1])))
