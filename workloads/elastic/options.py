@@ -95,10 +95,10 @@ class ElasticOptions(ResultsOptions):
     preempt_at: str = option(
         DEMO_SCHEDULE,
         "the run's preemption schedule on the spot lab: comma-separated points, each N (once "
-        "N steps are done; increasing), Ns (once the running worker group trained N s) or start (as the "
-        "next worker group starts); at each a spot node hosting a worker is interrupted "
-        "(notice, drain, kill). Empty: none (on the lab, --alpha below 1 adds the lab's own "
-        "Markov-chain preemptions)",
+        "N steps are done; increasing), Ns (once the running worker group trained N s) or "
+        "start (as the next worker group starts); at each a spot node hosting a worker is "
+        "interrupted (notice, drain, kill). Empty: none (on the lab, --alpha below 1 adds the "
+        "lab's own Markov-chain preemptions)",
     )
     torchft: bool = option(
         False,
