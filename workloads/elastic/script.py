@@ -35,11 +35,12 @@ def check_script(path: Path, function: str, torchft: bool = False) -> None:
     if function not in top_level_names(tree):
         raise ScriptError(f"--function: {path} defines no {function}: name the script's "
                           f"training function with --function")
-    if torchft and not imports_torchft(tree):
+    written_for_torchft = imports_torchft(tree)
+    if torchft and not written_for_torchft:
         raise ScriptError(f"--torchft: {path} does not import torchft: survivor mode runs a "
                           "script written for torchft (its Manager commits each step); "
                           "without --torchft, Ray Train runs it in restart mode")
-    if imports_torchft(tree) and not torchft:
+    if written_for_torchft and not torchft:
         raise ScriptError(f"--torchft: {path} imports torchft: run it with --torchft, as "
                           "torchft replica groups (without it torchft's Manager finds no "
                           "lighthouse)")
