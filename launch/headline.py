@@ -116,7 +116,7 @@ def _percent(value: Any) -> str:
 def _interval(key: str, percent: bool = False) -> Callable[[dict[str, Any]], Any]:
     def read(row: dict[str, Any]) -> str:
         low, high = row[key]
-        return f"{low:.1%}–{high:.1%}" if percent else f"{low:.3f}–{high:.3f}"
+        return f"{_percent(low)}–{_percent(high)}" if percent else f"{low:.3f}–{high:.3f}"
     return read
 
 

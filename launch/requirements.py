@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from workloads.common.input_files import read_input_text
 from workloads.common.options import OptionError
+from workloads.common.user_code import imported_names
 
 # Already on every Ray node at the cluster's pinned version: never reinstalled by a job.
 ON_THE_CLUSTER = frozenset({"ray"})
@@ -47,19 +48,12 @@ def imported_modules(root: Path, module: str, project_packages: tuple[str, ...])
         source, is_package = located
         if is_package:
             pending += [f"{name}.{path.stem}" for path in source.parent.glob("*.py")]
-        for node in ast.walk(ast.parse(source.read_text(), str(source))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets = [node.module]
-                targets += [f"{node.module}.{alias.name}" for alias in node.names]
-            for target in targets:
-                top = target.split(".")[0]
-                if top in project_packages:
-                    pending.append(target)
-                else:
-                    found.add(top)
+        for target in imported_names(ast.parse(source.read_text(), str(source))):
+            top = target.split(".")[0]
+            if top in project_packages:
+                pending.append(target)
+            else:
+                found.add(top)
     return found
 
 

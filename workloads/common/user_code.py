@@ -37,6 +37,18 @@ def top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def imported_names(tree: ast.AST) -> list[str]:
+    """What the code imports, anywhere in it (absolute imports only): `import a.b` gives
+    `a.b`; `from a.b import c` gives `a.b` and `a.b.c` (c may be a module or a name)."""
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return names
+
+
 def parsed(path: Path, flag: str) -> ast.Module:
     """The file's syntax tree, or one line naming `flag` and what is wrong."""
     try:

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
-from workloads.common.user_code import local_path, parsed, place, top_level_names
+from workloads.common.user_code import (
+    imported_names,
+    local_path,
+    parsed,
+    place,
+    top_level_names,
+)
 
 __all__ = ["ScriptError", "ShippedScript", "check_script", "load_function", "local_path",
            "place", "run_training_function"]
@@ -48,13 +54,7 @@ def check_script(path: Path, function: str, torchft: bool = False) -> None:
 
 def imports_torchft(tree: ast.Module) -> bool:
     """Whether the module imports torchft anywhere (at its top or inside a function)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(
-                alias.name.split(".")[0] == "torchft" for alias in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torchft":
-            return True
-    return False
+    return any(name.split(".")[0] == "torchft" for name in imported_names(tree))
 
 
 def load_function(script: Path, working_dir: Path | None, function: str,
