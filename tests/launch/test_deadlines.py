@@ -146,3 +146,65 @@ def test_an_abandoned_call_lets_go_of_the_connection_it_was_reading(
     closing.start()
     closing.join(5.0)
     assert not closing.is_alive(), "close() is held by the abandoned read"
+
+
+@pytest.mark.parametrize("server", ["drip-body"], indirect=True)
+def test_an_interrupt_while_the_call_starts_abandons_it_too(
+        server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C or SIGTERM may land while start() waits for the call's thread, which on a
+    loaded machine has connected and is reading by then: the call is abandoned as in join()
+    (it was not, and closing its connection then waited on the dripping read forever)."""
+    import http.client
+
+    from workloads.common import deadline
+
+    reading = threading.Event()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+
+    def read_all() -> bytes:
+        connection.request("GET", "/")
+        response = connection.getresponse()
+        reading.set()
+        return response.read()
+
+    class InterruptedInStart(threading.Thread):
+        def start(self) -> None:
+            super().start()
+            if self.name == "deadline":
+                assert reading.wait(10)
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(deadline.threading, "Thread", InterruptedInStart)
+    with pytest.raises(KeyboardInterrupt):
+        deadline.call_within(read_all, 30.0)
+    closing = threading.Thread(target=connection.close, daemon=True)
+    closing.start()
+    closing.join(5.0)
+    assert not closing.is_alive(), "close() is held by the read the interrupt left running"
+
+
+@pytest.mark.parametrize("server", ["drip-body"], indirect=True)
+def test_a_call_abandoned_before_it_connects_connects_nothing(server: LoopbackServer) -> None:
+    import socket
+
+    from workloads.common.deadline import DeadlineExceeded, call_within
+
+    go, ended = threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def connect_late() -> None:
+        go.wait(10)
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+        except BaseException as error:
+            raised.append(error)
+            raise
+        finally:
+            ended.set()
+
+    with pytest.raises(DeadlineExceeded):
+        call_within(connect_late, 0.2)
+    go.set()
+    assert ended.wait(10)
+    assert raised and isinstance(raised[0], ConnectionAbortedError), raised
+    assert not server.accepted.is_set()

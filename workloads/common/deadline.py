@@ -15,6 +15,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,6 +23,8 @@ T = TypeVar("T")
 ABANDONED_END_S = 2.0
 """How long an abandoned call is given to end once its sockets are shut down (it is left to
 end on its own after that: a daemon thread never holds the process at exit)."""
+ABANDON_POLL_S = 0.1
+"""How often an abandoned call's sockets are shut down again while it has not ended."""
 
 
 class DeadlineExceeded(TimeoutError):
@@ -34,13 +37,26 @@ _hook_lock = threading.Lock()
 _hooked = False
 
 
+class _Sockets:
+    """The sockets one call connected; once it is abandoned, it connects no more."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.connected: list[socket.socket] = []
+        self.abandoned = False
+
+
 def _note_connect(event: str, args: tuple[Any, ...]) -> None:
     """Audit hook: a socket connected in a call's thread is that call's (Python's audit
-    event `socket.connect` is raised by every connect, whatever library makes it)."""
+    event `socket.connect` is raised by every connect, whatever library makes it); an
+    abandoned call's connect is refused (a hook's exception aborts the audited operation)."""
     if event == "socket.connect":
-        sockets = getattr(_calls, "sockets", None)
+        sockets: _Sockets | None = getattr(_calls, "sockets", None)
         if sockets is not None and isinstance(args[0], socket.socket):
-            sockets.append(args[0])
+            with sockets.lock:
+                if sockets.abandoned:
+                    raise ConnectionAbortedError("the call was abandoned")
+                sockets.connected.append(args[0])
 
 
 def _watch_connects() -> None:
@@ -56,7 +72,7 @@ def call_within(call: Callable[[], T], seconds: float) -> T:
     KeyboardInterrupt arriving meanwhile is raised at once. Either way the call's sockets are
     shut down before this returns (see the module docstring)."""
     _watch_connects()
-    sockets: list[socket.socket] = []
+    sockets = _Sockets()
     outcome: list[tuple[bool, Any]] = []
 
     def attempt() -> None:
@@ -64,8 +80,10 @@ def call_within(call: Callable[[], T], seconds: float) -> T:
         outcome.append(_attempt(call))
 
     thread = threading.Thread(target=attempt, daemon=True, name="deadline")
-    thread.start()
     try:
+        # an interrupt may arrive while start() waits for the thread, which may have
+        # connected by then: abandoned like one arriving in join()
+        thread.start()
         thread.join(seconds)  # interruptible: a signal's handler runs while it waits
     except BaseException:
         _abandon(thread, sockets)
@@ -80,14 +98,23 @@ def call_within(call: Callable[[], T], seconds: float) -> T:
     return result
 
 
-def _abandon(thread: threading.Thread, sockets: list[socket.socket]) -> None:
-    """Shut down what the call connected, and give it a moment to end."""
-    for connected in list(sockets):
-        try:
-            connected.shutdown(socket.SHUT_RDWR)
-        except OSError:  # closed already, or never connected
-            pass
-    thread.join(ABANDONED_END_S)
+def _abandon(thread: threading.Thread, sockets: _Sockets) -> None:
+    """Shut down what the call connected, refuse what it would connect next, and give it a
+    moment to end (a socket listed just before its connect is shut down again after)."""
+    with sockets.lock:
+        sockets.abandoned = True
+    ends_by = time.monotonic() + ABANDONED_END_S
+    while True:
+        for connected in list(sockets.connected):
+            try:
+                connected.shutdown(socket.SHUT_RDWR)
+            except OSError:  # closed already, or not connected yet
+                pass
+        left_s = ends_by - time.monotonic()
+        # not alive: ended, or interrupted in start() before it ran (it will connect nothing)
+        if not thread.is_alive() or left_s <= 0:
+            return
+        thread.join(min(left_s, ABANDON_POLL_S))
 
 
 def _attempt(call: Callable[[], Any]) -> tuple[bool, Any]:
