@@ -232,11 +232,15 @@ def test_two_workers_and_the_coordinator_killed_lose_no_query_and_answer_none_tw
 def test_a_worker_gets_its_next_sub_job_while_one_runs_and_a_killed_one_gives_each_back_once(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     store = running_service(bundle, repeat=3, workers=1)
+    [worker] = wait_until(lambda: [w for w in call("members")["workers"]
+                                   if w["state"] == "idle" and w["pid"]], 60.0, "the worker up")
+    handle = ray.get_actor(worker["name"], namespace=NAMESPACE)
+    # asked before the job starts, so it stops one of its first sub-jobs, with more to give
+    # out (asked once the worker was busy, it could stop the last, with nothing to queue)
+    hold: Any = handle.hold_mid_sub_job.remote(60.0)
     call("job_add", "small", "small_model", "small_testset", "small_label", 10)
     run_id = call("job_start", "small")["run_id"]
-    [worker] = wait_until(lambda: busy_workers() or None, 60.0, "the worker busy")
-    handle = ray.get_actor(worker["name"], namespace=NAMESPACE)
-    holding: Any = ray.get(handle.hold_mid_sub_job.remote(60.0))
+    holding: Any = ray.get(hold)
     assert holding is not None and holding["run_id"] == run_id, holding
     running = {"job": "small", "sub_job": holding["sub_job"]}
 
