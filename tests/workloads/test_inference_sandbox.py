@@ -164,3 +164,62 @@ def test_the_check_refuses_a_model_whose_memory_grows_with_the_batch() -> None:
     with pytest.raises(ModelMemoryError, match="hungry: ONNX Runtime ran out of memory"):
         check_model_bounded(data, "hungry", np.full((2, 2), 1000.0, np.float32),
                             memory_bytes=RUNTIME_BYTES)
+
+
+PARENT = """
+import sys
+import numpy as np
+from workloads.inference.runtime import ModelRuntime
+from workloads.inference.models import sha256
+from tests.helpers import hostile_models
+
+data = hostile_models.spinning()
+runtime = ModelRuntime(768 * 2**20, timeout_s=600.0)
+runtime.load("spinning", sha256(data), data)
+print(runtime.pid, runtime.folder, flush=True)
+runtime.predict("spinning", sha256(data), np.ones((2, 2), np.float32))  # spins
+"""
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.subprocess
+def test_a_runtime_busy_in_a_batch_ends_with_its_parent_however_the_parent_ends() -> None:
+    """A worker killed with its node (SIGKILL) while its model spins: the runtime, in a
+    session of its own, used to spin on for ever, re-parented to init."""
+    import subprocess
+    import sys
+
+    from tests.helpers.waiting import wait_until
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=Path(__file__).parents[2],
+                              stdout=subprocess.PIPE, text=True)
+    pid, folder = 0, ""
+    try:
+        assert parent.stdout is not None
+        pid_text, folder = parent.stdout.readline().split()
+        pid = int(pid_text)
+        loaded_s = _cpu_s(pid)
+        # in the model's batch: its CPU time grows a second past the load
+        wait_until(lambda: _cpu_s(pid) > loaded_s + 1.0, 60.0, "the runtime spinning")
+        parent.kill()
+        parent.wait()
+        wait_until(lambda: _ended(pid), 10.0, "the runtime ended with its parent")
+        assert not Path(folder).exists()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if pid and not _ended(pid) and folder.encode() in Path(
+                f"/proc/{pid}/cmdline").read_bytes():  # still the runtime it started
+            os.kill(pid, signal.SIGKILL)

@@ -16,6 +16,9 @@ that interprets it is large native code; what it can reach is kept to the model 
 - **secrets**: its environment is made from nothing (PATH, PYTHONPATH, the folder, one
   thread): no service token, no cloud credentials, no Ray address or token of the parent.
 - **bytes**: a model is loaded only if its sha256 is the one job-add checked.
+- **lifetime**: it ends, and its folder goes, when its parent does, however the parent
+  ends (a lifeline pipe): a model busy in a batch is never left running by a worker
+  that died with its node, or by a service taken down.
 
 The parent talks to it over its stdin and stdout in frames: two big-endian 32-bit lengths
 (a JSON header, a payload), the header, the payload (a model's bytes, a batch's raw array,
@@ -23,7 +26,8 @@ the answers as int64). No pickle either way. Every answer is awaited with a dead
 process that does not answer in time is killed, and one that died (a crash in the runtime,
 or killed by the kernel) is reported as such with the end of what it wrote to stderr.
 
-    python -m workloads.inference.runtime MEMORY_BYTES SESSION_BYTES   (the child; not a CLI)
+    python -m workloads.inference.runtime MEMORY_BYTES SESSION_BYTES LIFELINE_FD FOLDER
+                                                                       (the child; not a CLI)
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
@@ -122,6 +127,9 @@ class ModelRuntime:
         self.process: subprocess.Popen[bytes] | None = None
         self.folder: str | None = None
         self.stderr: IO[bytes] | None = None
+        self.lifeline: int | None = None
+        """The write end of the pipe whose closing, however this process ends, ends the
+        runtime's (it may be deep in a model's batch, reading nothing else)."""
         self.starts = 0
 
     def __enter__(self) -> ModelRuntime:
@@ -144,11 +152,15 @@ class ModelRuntime:
         os.mkdir(work, 0o700)
         os.mkdir(home, 0o700)
         self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "workloads.inference.runtime", str(self.memory_bytes),
-             str(self.session_bytes)], cwd=work, env=sandbox_env(home),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-            start_new_session=True)
+        lifeline, self.lifeline = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "workloads.inference.runtime", str(self.memory_bytes),
+                 str(self.session_bytes), str(lifeline), self.folder], cwd=work,
+                env=sandbox_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self.stderr, start_new_session=True, pass_fds=(lifeline,))
+        finally:
+            os.close(lifeline)
         self.starts += 1
         return self.process
 
@@ -172,6 +184,9 @@ class ModelRuntime:
         if self.stderr is not None:
             self.stderr.close()
             self.stderr = None
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
@@ -345,9 +360,26 @@ def _write_frame(stream: IO[bytes], header: dict[str, Any], payload: bytes = b""
     stream.flush()
 
 
-def serve(memory_bytes: int, session_bytes: int) -> None:
-    """The runtime's process: answer frames on stdin until it closes."""
+def _end_with_parent(lifeline: int, folder: str) -> None:
+    """A thread that ends this process, and removes its folder, once the parent's end of the
+    lifeline closes: when the parent stops it, and when the parent dies (a preempted node's
+    worker, a killed service) while a model's batch keeps this process busy. ONNX Runtime
+    lets go of the GIL while it runs a batch, so the thread runs."""
+
+    def watch() -> None:
+        while os.read(lifeline, 1):
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="lifeline").start()
+
+
+def serve(memory_bytes: int, session_bytes: int, lifeline: int, folder: str) -> None:
+    """The runtime's process: answer frames on stdin until it closes, or its parent's end of
+    the lifeline does."""
     _limit_memory(memory_bytes)
+    _end_with_parent(lifeline, folder)
     from workloads.inference.models import OnnxModel
 
     sessions: OrderedDict[str, tuple[OnnxModel, int]] = OrderedDict()
@@ -402,4 +434,4 @@ def serve(memory_bytes: int, session_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
