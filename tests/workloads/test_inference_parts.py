@@ -512,3 +512,19 @@ def test_files_put_refuses_a_file_a_job_uses_or_a_job_being_added_uses(tmp_path:
         assert files.read_bytes("t") == b"old bytes"
         store.remove(f"{folder}/{job}.json")
     assert files_put(files, local, "t", store) == len(b"new bytes")
+
+
+@pytest.mark.parametrize(("field", "value", "flag"), [
+    ("subjob_timeout_s", 1e10, "--subjob-timeout"), ("subjob_timeout_s", 1e-9, "--subjob-timeout"),
+    ("rebalance_s", 1e-7, "--fair-share-period"), ("window_s", 1e300, "--window")])
+def test_the_service_times_are_refused_outside_what_its_clocks_take(
+        field: str, value: float, flag: str) -> None:
+    """1e10 s passed the old check (above 0) and failed every sub-job on the platform's
+    time_t; 1e-9 s would time every sub-job out."""
+    from workloads.common.options import OptionError
+    from workloads.inference.options import InferenceOptions, ServiceOptions
+
+    given: dict[str, Any] = {field: value}
+    for options in (ServiceOptions, InferenceOptions):
+        with pytest.raises(OptionError, match=f"^{flag}: expected a number in"):
+            options(**given)

@@ -68,12 +68,13 @@ class ServiceOptions:
     policy: str = option("fair", "fair: fair share of query rates; fcfs: first job first",
                          choices=POLICIES)
     rebalance_s: float = option(5.0, "seconds between fair-share rebalances (workers moved "
-                                "between jobs)", flag="--fair-share-period", above=0.0)
+                                "between jobs)", flag="--fair-share-period", minimum=0.1,
+                                maximum=3600.0)
     window_s: float = option(30.0, "seconds of the query-rate window", flag="--window",
-                             above=0.0)
+                             minimum=1.0, maximum=86400.0)
     subjob_timeout_s: float = option(60.0, "a sub-job running longer is re-run elsewhere "
                                      "and its worker killed", flag="--subjob-timeout",
-                                     above=0.0)
+                                     minimum=1.0, maximum=86400.0)
     store: str | None = option(None, "file store that every node reaches: a folder "
                                "shared by the nodes or s3://bucket/prefix (not set: a folder "
                                "under results/inference/ on the local lab, the stack's "
@@ -201,9 +202,10 @@ class InferenceOptions(ServiceOptions, ResultsOptions):
     service's, so that a run of a minute shows fair share before and after the failures)."""
 
     rebalance_s: float = option(1.0, "seconds between fair-share rebalances (workers moved "
-                                "between jobs)", flag="--fair-share-period", above=0.0)
+                                "between jobs)", flag="--fair-share-period", minimum=0.1,
+                                maximum=3600.0)
     window_s: float = option(5.0, "seconds of the query-rate window", flag="--window",
-                             above=0.0)
+                             minimum=1.0, maximum=86400.0)
     jobs: int = option(2, "jobs run at once: the small network and the convolutional one "
                        "(large); with 3, also the medium network; with more, copies of the "
                        "three in turn", minimum=2, maximum=MAX_JOBS)
