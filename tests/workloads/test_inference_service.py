@@ -773,6 +773,50 @@ def test_a_sub_job_that_takes_its_runtime_down_three_times_fails_alone(
     assert jobs["small"]["deaths"] == 0 and jobs["small"]["error"] is None
 
 
+def _runtimes_of(worker_pid: int) -> set[int]:
+    """The worker's runtime processes (its children running workloads.inference.runtime)."""
+    children: set[int] = set()
+    for task in Path(f"/proc/{worker_pid}/task").iterdir():
+        children |= {int(pid) for pid in (task / "children").read_text().split()}
+    found = set()
+    for pid in children:
+        try:
+            if b"workloads.inference.runtime" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(pid)
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def test_a_removed_jobs_sub_jobs_leave_its_workers_at_once(
+        running_service: Callable[..., Storage], bundle: Bundle) -> None:
+    """The spinning model's sub-jobs but the first never end: stopped and removed, the job's sub-job
+    running on each worker is stopped with its runtime and the one queued behind it never
+    starts, long before --subjob-timeout; nothing of the run is left in the store (a worker
+    went on with them to the timeout, writing a started marker after the removal)."""
+    from tests.helpers.hostile_models import spinning
+
+    store = running_service(bundle, repeat=1, workers=2, subjob_timeout_s=300.0)
+    store.write_bytes("files/spin_model", spinning())
+    rows = np.ones((40, 2), np.float32)
+    rows[:5] = 0.0  # sub-job 0, job-add's probe, ends; the others never do
+    store.write_bytes("files/spin_rows", array_to_bytes(rows))
+    store.write_bytes("files/spin_truth", array_to_bytes(np.zeros(40, np.int64)))
+    call("job_add", "spin", "spin_model", "spin_rows", "spin_truth", 5)
+    run_id = call("job_start", "spin")["run_id"]
+    busy = wait_until(lambda: (found := busy_workers()) and len(found) == 2 and all(
+        len(w["held"]) == 2 for w in found) and found, 60.0, "both workers holding two")
+    runtimes = wait_until(lambda: all(_runtimes_of(w["pid"]) for w in busy) and set().union(
+        *(_runtimes_of(w["pid"]) for w in busy)), 30.0, "the runtimes spinning")
+    call("job_stop", "spin")
+    call("job_remove", "spin")
+    wait_until(lambda: all(w["state"] == "idle" and not w["held"]
+                           for w in call("members")["workers"]), 30.0, "both workers idle")
+    assert not any(Path(f"/proc/{pid}").exists() for pid in runtimes)
+    wait_until(lambda: not [n for n in store.names() if n.startswith(f"jobs/{run_id}/")],
+               30.0, "the run's files removed")
+
+
 def test_worker_caches_stay_within_their_budget_and_forget_removed_jobs(
         running_service: Callable[..., Storage], bundle: Bundle) -> None:
     """Three jobs of 49 MB test sets each through two workers whose test sets may take 128

@@ -697,6 +697,8 @@ class Coordinator:
         answer it (the job fails, saying why), or its runtime died or timed out under it
         (charged to it alone and run again, until MAX_SUB_JOB_DEATHS)."""
         error = " ".join(str(failure.get("error")).split())
+        if failure["failed"] == "cancelled":  # its job failed or was removed: nothing to do
+            return
         if failure["failed"] == "memory":
             self._fail_job(job, f"sub-job {flight.sub_job}: out of memory on a batch of "
                            f"{flight.queries} queries (--batch-size {job.batch_size}): the "
@@ -723,6 +725,14 @@ class Coordinator:
         job.state, job.error = failed.state, failed.error
         job.pending.clear()
         self.scheduler.leave(job.name)
+        self._cancel_held(job)
+
+    def _cancel_held(self, job: Job) -> None:
+        """The workers holding sub-jobs of `job`'s run drop them (one running is stopped):
+        a failed or removed job's sub-jobs keep no worker from the other jobs."""
+        for slot in self.workers.values():
+            if slot.state != "dead" and any(name == job.name for name, _ in slot.held):
+                slot.handle.cancel.remote(job.run_id)
 
     def _worker_died(self, slot: WorkerSlot) -> None:
         if slot.state != "dead":
@@ -1050,6 +1060,7 @@ class Coordinator:
             self.records.remove(f"{job.name}.json")
             del self.jobs[job.name]
             self.scheduler.leave(job.name)
+            self._cancel_held(job)  # a stopped job's sub-jobs still held
             still_used = {digest for other in self.jobs.values()
                           for digest in other.digests.values()}
             unused = sorted(set(job.digests.values()) - still_used)

@@ -221,6 +221,16 @@ class ModelRuntime:
             raise self._died(name)
         return answer, body
 
+    def interrupt(self) -> None:
+        """Kill the process from another thread: the request in flight ends as RuntimeDied,
+        and the owner's next request starts a new process."""
+        process = self.process
+        if process is not None and process.returncode is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
+
     def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)

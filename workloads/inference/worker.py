@@ -124,10 +124,12 @@ class MidSubJobHold:
 
 
 RUN_GROUP = "run"
-FAILURES = ("model", "memory", "lost")
+CANCELLED = {"failed": "cancelled", "error": "its job failed or was removed"}
+FAILURES = ("model", "memory", "lost", "cancelled")
 """Why a sub-job got no answer: its model cannot answer it (the job fails), it ran out of
 the runtime's memory (the job fails, naming the limit and the batch size), or the runtime
-died or ran out of time under it (charged to it; re-run, up to the coordinator's limit)."""
+died or ran out of time under it (charged to it; re-run, up to the coordinator's limit), or
+its job failed or was removed before it ended (`cancel`: nothing to charge)."""
 
 
 class TestSets:
@@ -175,6 +177,10 @@ class InferenceWorker:
         self.lock = threading.Lock()
         """Held by a sub-job while it uses the runtime and caches; `forget` takes it too."""
         self.hold = MidSubJobHold()
+        self.cancelled: set[str] = set()
+        """Runs of failed or removed jobs: their sub-jobs are not started here any more."""
+        self.computing: str | None = None
+        """The run whose sub-job the runtime is computing."""
 
     def ping(self) -> dict[str, Any]:
         context = ray.get_runtime_context()
@@ -231,19 +237,28 @@ class InferenceWorker:
         part, or {"failed": one of FAILURES, "error": one line}."""
         began_run = time.perf_counter()
         digests = task["digests"]
+        if task["run_id"] in self.cancelled:
+            return CANCELLED
         self.store.write_bytes(started_name(task["run_id"], task["sub_job"], self.name), b"")
         with self.lock:
+            self.computing = task["run_id"]
             try:
+                if task["run_id"] in self.cancelled:  # cancelled before it was computing
+                    return CANCELLED
                 queries = self._testset(task["testset"], digests["testset"])[
                     task["first"]:task["first"] + task["count"]]
                 answers, compute = self._predict(task["model"], digests["model"], queries)
             except ModelMemoryError as error:
                 return {"failed": "memory", "error": str(error)}
             except (RuntimeDied, RuntimeTimedOut) as error:
+                if task["run_id"] in self.cancelled:
+                    return CANCELLED
                 return {"failed": "lost", "error": str(error),
                         "runtime_starts": self.runtime.starts}
             except ModelFileError as error:
                 return {"failed": "model", "error": str(error)}
+            finally:
+                self.computing = None
         self.hold.checkpoint(task, len(answers))
         predictions = [int(value) for value in answers]
         ids = list(range(task["first"], task["first"] + len(predictions)))
@@ -255,6 +270,14 @@ class InferenceWorker:
         self.store.write_bytes(part_name(task["run_id"], task["sub_job"]),
                                json.dumps(part).encode())
         return part
+
+    def cancel(self, run_id: str) -> None:
+        """The run's job failed or was removed: its sub-jobs queued here end unstarted, and
+        one the runtime is computing is stopped with its runtime (started again for the
+        next), instead of running on to --subjob-timeout."""
+        self.cancelled.add(run_id)
+        if self.computing == run_id:
+            self.runtime.interrupt()
 
     def hold_mid_sub_job(self, timeout_s: float) -> dict[str, Any] | None:
         """Stop the running sub-job (or the next) after its next answer, half-done: its run
