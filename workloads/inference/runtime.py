@@ -232,8 +232,7 @@ class ModelRuntime:
                 pass
 
     def _kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+        self.interrupt()
         self.close()
 
     def _died(self, name: str) -> RuntimeDied:
